@@ -1,0 +1,124 @@
+"""Peak memory of attention at a long sequence: naive (full score matrix) vs key/value chunks vs PyTorch's kernel.
+
+Each method runs in a fresh subprocess, so one method's peak cannot hide another's. On the CPU the peak is the
+growth of ``ru_maxrss``, with ``MALLOC_MMAP_THRESHOLD_=131072`` so that glibc returns large freed blocks to the
+system at once (with its default, adaptive threshold, freed blocks are reused silently and ``ru_maxrss`` misleads);
+on a GPU it is ``torch.cuda.max_memory_allocated``.
+
+Last line: ``memory_ratio=<chunked/naive> max_abs_diff=<chunked vs naive> time_vs_sdpa=<chunked/sdpa> …``.
+Run: ``python benchmarks/attention_memory.py`` (T = 8192) or ``--quick`` (T = 1024).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from transformer_lib.device import get_device
+from transformer_lib.attention import scaled_dot_product_attention
+from transformer_lib.chunked_attention import chunked_attention
+
+METHODS = ("naive", "chunked", "sdpa")
+MIB = 2**20
+
+
+def inputs(length: int, d_head: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One sequence, one head: query, key, value each (1, 1, T, d_head), float32, drawn on the CPU."""
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, length, d_head, generator=generator) for _ in range(3))
+    return q.to(device), k.to(device), v.to(device)
+
+
+def attend(method: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    if method == "naive":
+        return scaled_dot_product_attention(q, k, v)[0]
+    if method == "chunked":
+        return chunked_attention(q, k, v, chunk_size=chunk_size)
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def peak_bytes_of_one_call(method: str, length: int, d_head: int, chunk_size: int) -> int:
+    """Run in the subprocess: extra memory at the peak of one call, beyond the inputs."""
+    device = get_device()
+    q, k, v = inputs(length, d_head, device)
+    with torch.no_grad():
+        attend(method, q[..., :64, :], k[..., :64, :], v[..., :64, :], chunk_size)  # load kernels first
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.max_memory_allocated()
+            attend(method, q, k, v, chunk_size)
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - before
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        attend(method, q, k, v, chunk_size)
+        return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024  # Linux reports KiB
+
+
+def measure_in_subprocess(method: str, length: int, d_head: int, chunk_size: int) -> int:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
+    command = [sys.executable, __file__, "--measure", method, "--T", str(length), "--d-head", str(d_head),
+               "--chunk-size", str(chunk_size)]
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return json.loads(finished.stdout.strip().splitlines()[-1])["peak_bytes"]
+
+
+def median_seconds(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small size for tests (T=1024)")
+    parser.add_argument("--T", type=int, default=None, help="sequence length (default 8192)")
+    parser.add_argument("--d-head", type=int, default=64)
+    parser.add_argument("--chunk-size", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--measure", choices=METHODS, help=argparse.SUPPRESS)  # internal: one subprocess's job
+    args = parser.parse_args()
+    length = args.T or (1024 if args.quick else 8192)
+
+    if args.measure:
+        print(json.dumps({"peak_bytes": peak_bytes_of_one_call(args.measure, length, args.d_head, args.chunk_size)}))
+        return
+
+    device = get_device()
+    peaks = {m: measure_in_subprocess(m, length, args.d_head, args.chunk_size) for m in METHODS}
+    q, k, v = inputs(length, args.d_head, device)
+    with torch.no_grad():
+        naive = attend("naive", q, k, v, args.chunk_size)
+        chunked = attend("chunked", q, k, v, args.chunk_size)
+        max_abs_diff = (naive - chunked).abs().max().item()
+        del naive
+        seconds = {m: median_seconds(lambda m=m: attend(m, q, k, v, args.chunk_size), args.repeats)
+                   for m in ("chunked", "sdpa")}
+
+    print(f"T={length}, one head, d_head={args.d_head}, float32, chunks of {args.chunk_size} keys, on {device}")
+    for method in METHODS:
+        print(f"  {method:8s} peak extra memory {peaks[method] / MIB:8.1f} MiB")
+    print(f"  chunked {seconds['chunked'] * 1e3:.1f} ms, F.scaled_dot_product_attention {seconds['sdpa'] * 1e3:.1f} ms")
+    memory_ratio = peaks["chunked"] / peaks["naive"]
+    print(
+        f"memory_ratio={memory_ratio:.3f} max_abs_diff={max_abs_diff:.1e} "
+        f"time_vs_sdpa={seconds['chunked'] / seconds['sdpa']:.2f} naive_mib={peaks['naive'] / MIB:.0f} "
+        f"chunked_mib={peaks['chunked'] / MIB:.0f} sdpa_mib={peaks['sdpa'] / MIB:.0f} T={length} device={device.type}"
+    )
+
+
+if __name__ == "__main__":
+    main()

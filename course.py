@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The course's front door. Standard library only: it runs before anything is installed.
+
+    python3 course.py lab            # set up .venv if needed, then open JupyterLab on lesson 00
+    python3 course.py test           # set up .venv if needed, then run every check (lint, tests, notebooks)
+
+Run ``python3 course.py --help`` for the other commands (execute, exercises, grade).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV_DIR = ROOT / ".venv"
+STAMP_FILE = VENV_DIR / "course-install.stamp"
+INSTALL_INPUTS = ("requirements.txt", "pyproject.toml")
+FIRST_LESSON = Path("notebooks") / "00_start_here.ipynb"
+MIN_PYTHON = (3, 10)
+
+
+def say(message: str) -> None:
+    print(f"[course] {message}", flush=True)
+
+
+def venv_python() -> Path:
+    """The virtual environment's interpreter on Windows, macOS and Linux."""
+    if os.name == "nt":
+        return VENV_DIR / "Scripts" / "python.exe"
+    return VENV_DIR / "bin" / "python"
+
+
+def install_fingerprint() -> str:
+    """Changes whenever the requirements, the package metadata or the Python version change."""
+    digest = hashlib.sha256(f"{sys.version_info[:3]}".encode())
+    for name in INSTALL_INPUTS:
+        digest.update((ROOT / name).read_bytes())
+    return digest.hexdigest()
+
+
+def run(command: list[str | Path], **kwargs) -> int:
+    return subprocess.call([str(part) for part in command], cwd=ROOT, **kwargs)
+
+
+def ensure_environment() -> Path:
+    """Create or update ``.venv`` so it holds exactly what requirements.txt pins, plus the course packages."""
+    if sys.version_info < MIN_PYTHON:
+        needed = ".".join(map(str, MIN_PYTHON))
+        sys.exit(f"[course] Python {needed} or newer is needed; this is {sys.version.split()[0]}.")
+    python = venv_python()
+    fingerprint = install_fingerprint()
+    if python.exists() and STAMP_FILE.exists() and STAMP_FILE.read_text().strip() == fingerprint:
+        say(f"using the existing environment {VENV_DIR.name}/ (requirements unchanged)")
+        return python
+    if not python.exists():
+        say(f"creating the virtual environment {VENV_DIR.name}/ (once; about a minute)")
+        venv.EnvBuilder(with_pip=True, clear=VENV_DIR.exists()).create(VENV_DIR)
+    say("installing requirements.txt (about 1.3 GB; a minute or two the first time)")
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    steps = [[*pip, "-r", "requirements.txt"], [*pip, "--no-deps", "-e", "."]]
+    for step in steps:
+        if run(step) != 0:
+            sys.exit("[course] installation failed; read pip's message above, then run the command again.")
+    STAMP_FILE.write_text(fingerprint + "\n")
+    say("environment ready")
+    return python
+
+
+def choose_python(use_current: bool) -> Path:
+    if use_current:
+        say(f"using the current interpreter {sys.executable} (no virtual environment)")
+        return Path(sys.executable)
+    return ensure_environment()
+
+
+def command_lab(python: Path, extra: list[str]) -> int:
+    if any(arg.replace(" ", "") in ("--ServerApp.token=", "--IdentityProvider.token=", "--NotebookApp.token=")
+           for arg in extra):
+        sys.exit("[course] refusing to start JupyterLab without a token: anyone on your network could run code.")
+    say(f"starting JupyterLab on {FIRST_LESSON.as_posix()} (stop it with Ctrl-C)")
+    command = [python, "-m", "jupyter", "lab", FIRST_LESSON.as_posix(),
+               "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}", *extra]
+    try:
+        return run(command)
+    except KeyboardInterrupt:
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="course.py",
+        description="Set up and run the Transformer course. The first run creates .venv and installs "
+                    "requirements.txt; later runs reuse it while the requirements are unchanged.",
+    )
+    parser.add_argument("--use-current-python", action="store_true",
+                        help="skip .venv and use the interpreter running this script (it must already have "
+                             "everything in requirements.txt; used on machines without a package index)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("lab", add_help=False, help="open JupyterLab on lesson 00; extra arguments go to `jupyter lab` "
+                                    "(e.g. --port 8899 --no-browser)")
+    commands.add_parser("test", add_help=False, help="run every check: ruff, unit tests, notebook validation "
+                                     "(--device cuda to validate on a GPU; --help for more)")
+    commands.add_parser("execute", add_help=False,
+                        help="re-run lesson or solution notebooks and store their outputs (maintainers)")
+    commands.add_parser("exercises", add_help=False,
+                        help="generate exercises/ from solutions/ (never overwrites a student's edits)")
+    commands.add_parser("grade", add_help=False, help="grade submitted exercise notebooks into a gradebook (teachers)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    python = choose_python(args.use_current_python)
+    if args.command == "lab":
+        return command_lab(python, extra)
+    # PYTHONPATH lets kernels started from notebooks/ import the course packages even without the editable install.
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "PYTHONUTF8": "1", "PYTHONPATH": pythonpath}
+    return run([python, "-m", "course_tools", args.command, *extra], env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

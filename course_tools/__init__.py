@@ -1,0 +1,9 @@
+"""The work `course.py` starts inside the course's environment: executing notebooks, generating exercises,
+grading submissions and running the whole test suite. Not part of the teaching library."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = ROOT / "notebooks"
+SOLUTIONS_DIR = ROOT / "solutions"
+EXERCISES_DIR = ROOT / "exercises"

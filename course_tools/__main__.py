@@ -1,0 +1,28 @@
+"""Entry point: ``python -m course_tools COMMAND [args]`` (started by course.py inside the environment)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m course_tools {test,execute,exercises,grade} [args]", file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    if command == "test":
+        from .testrun import main as run
+    elif command == "execute":
+        from .execute import main as run
+    elif command == "exercises":
+        from .exercises import main as run
+    elif command == "grade":
+        from .grade import main as run
+    else:
+        print(f"unknown command {command!r}; try: python3 course.py --help", file=sys.stderr)
+        return 2
+    return run(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,45 @@
+"""Reading, cleaning and writing notebooks in the one format the repository stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+KEPT_CELL_METADATA = ("tags", "exercise")
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def clean_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop widget state, timings and machine-specific metadata; keep cell tags and exercise points."""
+    nb.metadata = nbformat.from_dict({"kernelspec": KERNELSPEC, "language_info": {"name": "python"}})
+    for cell in nb.cells:
+        cell.metadata = nbformat.from_dict({k: cell.metadata[k] for k in KEPT_CELL_METADATA if k in cell.metadata})
+    return nb
+
+
+def clear_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return nb
+
+
+def notebook_text(nb: nbformat.NotebookNode) -> str:
+    """The exact text the repository stores for ``nb`` (stable key order, one-space indent, final newline)."""
+    return nbformat.writes(nb, version=4) + "\n"
+
+
+def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
+    nbformat.validate(nb)
+    path.write_text(notebook_text(nb), encoding="utf-8", newline="\n")
+
+
+def notebooks_in(directory: Path) -> list[Path]:
+    """The notebooks of a course folder, in lesson order (backups and checkpoints excluded)."""
+    return sorted(p for p in directory.glob("*.ipynb") if ".backup-" not in p.name)

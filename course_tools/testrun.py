@@ -1,0 +1,76 @@
+"""`course.py test`: every check the course has, in one command (lint, unit tests, notebook validation)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
+
+STEPS = ("lint", "unit", "notebooks")
+
+
+def device_problem(device: str) -> str | None:
+    """Why ``device`` cannot be used here, or None when it can."""
+    import torch
+
+    kind = device.split(":")[0]
+    if kind == "cuda" and not torch.cuda.is_available():
+        return f"--device {device} was asked for, but torch {torch.__version__} sees no CUDA GPU on this machine."
+    if kind == "mps" and not torch.backends.mps.is_available():
+        return f"--device {device} was asked for, but Apple's MPS backend is not available here."
+    return None
+
+
+def step_commands(args: argparse.Namespace) -> dict[str, list[str]]:
+    python = sys.executable
+    notebook_dirs = [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
+    return {
+        "lint": [python, "-m", "ruff", "check", "."],
+        "unit": [python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *args.pytest_args],
+        "notebooks": [
+            python, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout", "600",
+            "--nbval-sanitize-with", str((ROOT / "course_tools" / "nbval_sanitize.cfg").relative_to(ROOT)),
+            "-p", "course_tools.notebook_timing", "-p", "no:cacheprovider", "-q", *notebook_dirs,
+        ],
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="course.py test",
+        description="Run every check: ruff, the unit tests (tests/, including the exercise checks, the harness and "
+                    "the browser test) and nbval on every lesson and solution notebook. Exits non-zero on any failure.",
+    )
+    parser.add_argument("--device", default="cpu",
+                        help="device the notebooks and tests run on: cpu (default), cuda or mps; "
+                             "the stored outputs must still match")
+    parser.add_argument("--only", choices=STEPS, action="append", help="run only this step (repeatable)")
+    parser.add_argument("pytest_args", nargs="*", help="extra arguments for the unit-test step (e.g. -k softmax)")
+    args = parser.parse_args(argv)
+
+    problem = device_problem(args.device)
+    if problem:
+        print(f"[course] {problem}", file=sys.stderr)
+        return 2
+    os.environ["TRANSFORMER_LIB_DEVICE"] = args.device
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+
+    results: dict[str, tuple[int, float]] = {}
+    for name, command in step_commands(args).items():
+        if args.only and name not in args.only:
+            continue
+        print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
+        started = time.perf_counter()
+        code = subprocess.call(command, cwd=ROOT)
+        results[name] = (code, time.perf_counter() - started)
+
+    print("\n[course] summary")
+    for name, (code, seconds) in results.items():
+        print(f"[course]   {'passed' if code == 0 else 'FAILED'}  {name:10} {seconds:6.1f} s")
+    failed = [name for name, (code, _) in results.items() if code != 0]
+    print(f"[course] {'all checks passed' if not failed else 'failed: ' + ', '.join(failed)} (device {args.device})")
+    return 1 if failed else 0

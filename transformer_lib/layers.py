@@ -1,0 +1,143 @@
+"""The Transformer's building blocks: layer normalisation, the position-wise feed-forward network, and the
+encoder and decoder layers (post-LN as in the paper, or pre-LN with ``norm_first=True``).
+
+Submodule names follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``self_attn``,
+``multihead_attn``, ``linear1``, ``linear2``, ``norm1`` …), so weights can be copied both ways.
+
+Shape legend: batch, T = target (or source) length, S = source length, d_model = model width, d_ff = hidden width of
+the feed-forward network. Masks are boolean, True where attention is allowed (``nn.Transformer*Layer`` use the
+opposite polarity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .multi_head import KVCache, MultiHeadAttention
+
+
+class LayerNorm(nn.Module):
+    """Normalise each position's feature vector to mean 0 and variance 1, then scale and shift (learned).
+
+    Statistics are taken over the last dimension only (the features of one token), never over the batch.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma
+        self.bias = nn.Parameter(torch.zeros(d_model))  # beta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(…, d_model) -> (…, d_model)."""
+        mean = x.mean(dim=-1, keepdim=True)  # (…, 1)
+        variance = x.var(dim=-1, unbiased=False, keepdim=True)  # (…, 1): divide by d_model, as nn.LayerNorm
+        return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias  # (…, d_model)
+
+
+def position_wise_feed_forward(
+    x: torch.Tensor, linear1: nn.Linear, linear2: nn.Linear, dropout: nn.Dropout
+) -> torch.Tensor:
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, the same weights at every position.
+
+    ``x``: (batch, T, d_model) -> (batch, T, d_model); hidden (batch, T, d_ff). b1 has d_ff entries and b2 has d_model:
+    they broadcast over positions.
+    """
+    return linear2(dropout(F.relu(linear1(x))))  # (batch, T, d_model)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection and a LayerNorm."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)  # inside the feed-forward network
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``x``: (batch, S, d_model); ``mask``: True = allowed, e.g. a padding mask (batch, 1, 1, S)."""
+        if self.norm_first:  # pre-LN: x + sublayer(norm(x))
+            x = x + self._self_attention(self.norm1(x), mask)
+            return x + self._feed_forward(self.norm2(x))
+        x = self.norm1(x + self._self_attention(x, mask))  # post-LN (the paper): norm(x + sublayer(x))
+        return self.norm2(x + self._feed_forward(x))  # (batch, S, d_model)
+
+    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.dropout1(self.self_attn(x, x, x, mask=mask, need_weights=False)[0])
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout2(position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout))
+
+
+@dataclass
+class DecoderLayerCache:
+    """What one decoder layer keeps while decoding token by token: its self-attention keys/values (growing) and its
+    cross-attention keys/values (projected from the encoder output once)."""
+
+    self_attn: KVCache = field(default_factory=KVCache)
+    cross_attn: KVCache = field(default_factory=lambda: KVCache(static=True))
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder output, feed-forward; each with residual and norm."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.multihead_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)  # cross-attention
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.norm3 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        cache: DecoderLayerCache | None = None,
+    ) -> torch.Tensor:
+        """``x``: (batch, T, d_model) target positions; ``memory``: (batch, S, d_model) encoder output.
+
+        ``tgt_mask``: True = allowed, broadcastable to (batch, heads, T, T_total), usually ``causal_mask(T)``;
+        ``memory_mask``: e.g. the source padding mask (batch, 1, 1, S). With a ``cache``, ``x`` holds only the new
+        positions and T_total counts the cached ones too. Returns (batch, T, d_model).
+        """
+        self_cache, cross_cache = (cache.self_attn, cache.cross_attn) if cache is not None else (None, None)
+        if self.norm_first:
+            x = x + self._self_attention(self.norm1(x), tgt_mask, self_cache)
+            x = x + self._cross_attention(self.norm2(x), memory, memory_mask, cross_cache)
+            return x + self._feed_forward(self.norm3(x))
+        x = self.norm1(x + self._self_attention(x, tgt_mask, self_cache))
+        x = self.norm2(x + self._cross_attention(x, memory, memory_mask, cross_cache))
+        return self.norm3(x + self._feed_forward(x))  # (batch, T, d_model)
+
+    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
+        return self.dropout1(self.self_attn(x, x, x, mask=mask, need_weights=False, cache=cache)[0])
+
+    def _cross_attention(
+        self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None
+    ) -> torch.Tensor:
+        # queries from the decoder, keys and values from the encoder output
+        return self.dropout2(self.multihead_attn(x, memory, memory, mask=mask, need_weights=False, cache=cache)[0])
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout3(position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout))

@@ -1,0 +1,145 @@
+"""Multi-head attention: h heads of width d_model/h run side by side, then mixed by one output projection.
+
+Shape legend: batch, T_q = number of queries, T_k = number of keys/values, d_model = model width,
+heads = number of heads, d_head = d_model / heads.
+
+Masks are boolean and True where attention is allowed (``transformer_lib.masks``); ``nn.MultiheadAttention`` uses
+the opposite polarity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import scaled_dot_product_attention
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(batch, T, d_model) -> (batch, heads, T, d_head): head h gets features h*d_head ... (h+1)*d_head - 1."""
+    batch, length, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by num_heads={num_heads}: choose num_heads that divides d_model"
+        )
+    return x.view(batch, length, num_heads, d_model // num_heads).transpose(1, 2)  # (batch, heads, T, d_head)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, T, d_head) -> (batch, T, heads * d_head): the inverse of ``split_heads``."""
+    batch, heads, length, d_head = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * d_head)  # (batch, T, d_model)
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values kept between calls, for incremental (token by token) decoding.
+
+    ``key``/``value``: (batch, heads, T_cached, d_head), None until the first call.
+    Self-attention (``static=False``): each call appends the new positions' keys and values.
+    Cross-attention (``static=True``): keys and values are projected from the encoder output on the first call and
+    reused afterwards, since the encoder output does not change while decoding.
+    """
+
+    key: torch.Tensor | None = None
+    value: torch.Tensor | None = None
+    static: bool = False
+
+    def __len__(self) -> int:
+        return 0 if self.key is None else self.key.shape[2]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate query, key, value and output projections (nn.Linear each)."""
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % num_heads:
+            divisors = [h for h in range(2, d_model) if d_model % h == 0][:3] or [1]
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}: choose num_heads that divides "
+                f"d_model, e.g. {' or '.join(map(str, divisors))}"
+            )
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_head = d_model // num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from ``query`` (batch, T_q, d_model) to ``key``/``value`` (batch, T_k, d_model).
+
+        ``mask``: bool, True = allowed, broadcastable to (batch, heads, T_q, T_k), e.g. ``causal_mask(T)`` (T, T)
+        or ``padding_mask(tokens, pad_id)`` (batch, 1, 1, T_k). With a ``cache``, T_k counts the cached positions
+        too. Returns ``(output, weights)``: output (batch, T_q, d_model); weights (batch, heads, T_q, T_k), or None
+        when ``need_weights=False`` (then PyTorch's fused kernel may run). A query whose keys are all masked gets
+        all-zero weights and a zero attention result, never NaN.
+        """
+        self._check_inputs(query, key, value)
+        q = split_heads(self.q_proj(query), self.num_heads)  # (batch, heads, T_q, d_head)
+        if cache is not None and cache.static and cache.key is not None:
+            k, v = cache.key, cache.value  # cross-attention: the encoder output was projected on the first call
+        else:
+            k = split_heads(self.k_proj(key), self.num_heads)  # (batch, heads, T_new, d_head)
+            v = split_heads(self.v_proj(value), self.num_heads)  # (batch, heads, T_new, d_head)
+            if cache is not None:
+                if not cache.static and cache.key is not None:
+                    k = torch.cat((cache.key, k), dim=2)  # (batch, heads, T_cached + T_new, d_head)
+                    v = torch.cat((cache.value, v), dim=2)
+                cache.key, cache.value = k, v
+        if mask is not None:
+            self._check_mask(mask, q.shape[0], q.shape[2], k.shape[2])
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights or (mask is not None and not mask.any(dim=-1).all()):
+            # the readable path; also taken when some query has no allowed key (the fused kernel gives NaN there)
+            attended, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
+        else:
+            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            weights = None
+        output = self.out_proj(merge_heads(attended))  # (batch, T_q, d_model)
+        return output, (weights if need_weights else None)
+
+    def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        if query.dim() != 3 or key.dim() != 3 or value.dim() != 3:
+            raise ValueError(
+                f"expected query, key and value shaped (batch, T, d_model), got {shapes}: "
+                "add a batch dimension with x.unsqueeze(0)"
+            )
+        if not (query.shape[-1] == key.shape[-1] == value.shape[-1] == self.d_model):
+            raise ValueError(f"expected last dimension d_model={self.d_model} everywhere, got {shapes}")
+        if not (query.shape[0] == key.shape[0] == value.shape[0]):
+            raise ValueError(f"query, key and value must have the same batch size, got {shapes}")
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"key and value must have the same length T_k (one value per key), got {shapes}")
+
+    def _check_mask(self, mask: torch.Tensor, batch: int, t_q: int, t_k: int) -> None:
+        scores_shape = (batch, self.num_heads, t_q, t_k)
+        if mask.dtype != torch.bool:
+            raise ValueError(
+                f"mask must be a bool tensor (True = attention allowed), got dtype {mask.dtype}: "
+                "build it with causal_mask / padding_mask or compare, e.g. tokens != pad_id"
+            )
+        try:
+            broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
+        except RuntimeError:
+            broadcast = None
+        if mask.dim() > 4 or broadcast != scores_shape:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape (batch, heads, T_q, T_k)"
+                f" = {scores_shape}: use (T_q, T_k) for a causal mask or (batch, 1, 1, T_k) for padding"
+            )

@@ -1,0 +1,96 @@
+"""Position information for attention: sinusoidal encodings, learned embeddings and rotary embeddings (RoPE).
+
+Shape legend: T = number of positions, d_model = model width, d_head = width of one attention head.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _check_even(d: int, name: str) -> None:
+    if d <= 0 or d % 2:
+        raise ValueError(
+            f"{name}={d} must be a positive even number: sin and cos come in pairs that share one frequency"
+        )
+
+
+def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The encoding of "Attention Is All You Need", angles in radians.
+
+    ``PE[p, 2j] = sin(p / base**(2j/d_model))`` and ``PE[p, 2j+1] = cos(p / base**(2j/d_model))``: each sin/cos
+    pair shares one frequency. Returns ``(num_positions, d_model)`` float32. An odd ``d_model`` is rejected with a
+    ValueError (the last sine would have no cosine partner).
+    """
+    _check_even(d_model, "d_model")
+    positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (T, 1)
+    frequencies = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
+    angles = positions * frequencies  # (T, d_model/2), radians
+    encoding = torch.empty(num_positions, d_model, dtype=torch.float64)
+    encoding[:, 0::2] = torch.sin(angles)
+    encoding[:, 1::2] = torch.cos(angles)
+    return encoding.float()  # (T, d_model)
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoidal encoding to token embeddings, then apply dropout (as in the paper)."""
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0, base: float = 10000.0):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        # a buffer: saved with the model and moved by .to(device), but not trained
+        self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: (batch, T, d_model) embeddings -> (batch, T, d_model) with positions added."""
+        length = x.shape[1]
+        if length > self.encoding.shape[0] or x.shape[-1] != self.encoding.shape[1]:
+            raise ValueError(
+                f"PositionalEncoding was built for up to {self.encoding.shape[0]} positions of width "
+                f"{self.encoding.shape[1]}, got input of shape {tuple(x.shape)}: build it with a larger max_len "
+                "or the right d_model"
+            )
+        return self.dropout(x + self.encoding[:length].to(x.dtype))  # (batch, T, d_model)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """One trained vector per position (BERT, GPT-2), added to the token embeddings."""
+
+    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
+        super().__init__()
+        self.embedding = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: (batch, T, d_model) -> (batch, T, d_model). Positions beyond ``max_len`` have no vector."""
+        length = x.shape[1]
+        if length > self.embedding.num_embeddings:
+            raise ValueError(
+                f"LearnedPositionalEmbedding has vectors for {self.embedding.num_embeddings} positions, got a "
+                f"sequence of length {length}: learned positions cannot extrapolate, build it with a larger max_len"
+            )
+        positions = torch.arange(length, device=x.device)  # (T,)
+        return self.dropout(x + self.embedding(positions))  # (batch, T, d_model)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding: rotate each pair of features (2j, 2j+1) of ``x`` by angle ``p * base**(-2j/d)``.
+
+    ``x``: (..., T, d_head) queries or keys, ``d_head`` even; ``positions``: (T,) integers, default 0..T-1.
+    Returns a tensor shaped like ``x``. Applied to both queries and keys, the score q_p . k_q then depends on the
+    positions only through p - q.
+    """
+    length, d_head = x.shape[-2], x.shape[-1]
+    _check_even(d_head, "d_head")
+    if positions is None:
+        positions = torch.arange(length, device=x.device)
+    if positions.shape != (length,):
+        raise ValueError(f"positions must be shaped ({length},) to match x of shape {tuple(x.shape)}, "
+                         f"got {tuple(positions.shape)}")
+    frequencies = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64, device=x.device) / d_head)
+    angles = positions.to(torch.float64)[:, None] * frequencies  # (T, d_head/2)
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (..., T, d_head/2, 2)
+    return rotated.flatten(-2)  # (..., T, d_head)
