@@ -19,8 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV_DIR = ROOT / ".venv"
-STAMP_FILE = VENV_DIR / "course-install.stamp"
-INSTALL_INPUTS = ("requirements.txt", "pyproject.toml")
+TEST_REQUIREMENTS = "requirements-test.txt"  # only what the test command needs beyond the learner's environment
 FIRST_LESSON = Path("notebooks") / "00_start_here.ipynb"
 MIN_PYTHON = (3, 10)
 
@@ -36,47 +35,57 @@ def venv_python() -> Path:
     return VENV_DIR / "bin" / "python"
 
 
-def install_fingerprint() -> str:
-    """Changes whenever the requirements, the package metadata or the Python version change."""
+def install_fingerprint(requirements: str) -> str:
+    """Changes whenever that requirements file, the package metadata or the Python version change."""
     digest = hashlib.sha256(f"{sys.version_info[:3]}".encode())
-    for name in INSTALL_INPUTS:
+    for name in (requirements, "pyproject.toml"):
         digest.update((ROOT / name).read_bytes())
     return digest.hexdigest()
+
+
+def stamp_file(requirements: str) -> Path:
+    return VENV_DIR / f"course-installed-{Path(requirements).stem}.stamp"
 
 
 def run(command: list[str | Path], **kwargs) -> int:
     return subprocess.call([str(part) for part in command], cwd=ROOT, **kwargs)
 
 
-def ensure_environment() -> Path:
-    """Create or update ``.venv`` so it holds exactly what requirements.txt pins, plus the course packages."""
+def ensure_environment(requirement_files: tuple[str, ...]) -> Path:
+    """Create or update ``.venv`` so it holds what the requirement files pin, plus the course packages.
+
+    Each file is installed again only when it (or pyproject.toml, or the Python version) changed since last time.
+    """
     if sys.version_info < MIN_PYTHON:
         needed = ".".join(map(str, MIN_PYTHON))
         sys.exit(f"[course] Python {needed} or newer is needed; this is {sys.version.split()[0]}.")
     python = venv_python()
-    fingerprint = install_fingerprint()
-    if python.exists() and STAMP_FILE.exists() and STAMP_FILE.read_text().strip() == fingerprint:
-        say(f"using the existing environment {VENV_DIR.name}/ (requirements unchanged)")
-        return python
     if not python.exists():
-        say(f"creating the virtual environment {VENV_DIR.name}/ (once; about a minute)")
+        say(f"creating the virtual environment {VENV_DIR.name}/ (once)")
         venv.EnvBuilder(with_pip=True, clear=VENV_DIR.exists()).create(VENV_DIR)
-    say("installing requirements.txt (about 1.3 GB; a minute or two the first time)")
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    steps = [[*pip, "-r", "requirements.txt"], [*pip, "--no-deps", "-e", "."]]
-    for step in steps:
-        if run(step) != 0:
-            sys.exit("[course] installation failed; read pip's message above, then run the command again.")
-    STAMP_FILE.write_text(fingerprint + "\n")
-    say("environment ready")
+    for requirements in requirement_files:
+        fingerprint = install_fingerprint(requirements)
+        stamp = stamp_file(requirements)
+        if stamp.exists() and stamp.read_text().strip() == fingerprint:
+            say(f"{requirements}: already installed in {VENV_DIR.name}/")
+            continue
+        say(f"installing {requirements} into {VENV_DIR.name}/ (the first time takes a minute or two: about 1.3 GB)")
+        for step in ([*pip, "-r", requirements], [*pip, "--no-deps", "-e", "."]):
+            if run(step) != 0:
+                sys.exit("[course] installation failed; read pip's message above, then run the command again.")
+        stamp.write_text(fingerprint + "\n")
     return python
 
 
-def choose_python(use_current: bool) -> Path:
+def choose_python(use_current: bool, command: str) -> Path:
     if use_current:
         say(f"using the current interpreter {sys.executable} (no virtual environment)")
         return Path(sys.executable)
-    return ensure_environment()
+    requirement_files = ["requirements.txt"]
+    if command == "test" and (ROOT / TEST_REQUIREMENTS).exists():
+        requirement_files.append(TEST_REQUIREMENTS)
+    return ensure_environment(tuple(requirement_files))
 
 
 def command_lab(python: Path, extra: list[str]) -> int:
@@ -84,8 +93,8 @@ def command_lab(python: Path, extra: list[str]) -> int:
            for arg in extra):
         sys.exit("[course] refusing to start JupyterLab without a token: anyone on your network could run code.")
     say(f"starting JupyterLab on {FIRST_LESSON.as_posix()} (stop it with Ctrl-C)")
-    command = [python, "-m", "jupyter", "lab", FIRST_LESSON.as_posix(),
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}", *extra]
+    command = [python, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}",
+               f"--LabApp.default_url=/lab/tree/{FIRST_LESSON.as_posix()}", *extra]
     try:
         return run(command)
     except KeyboardInterrupt:
@@ -117,10 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    if "--use-current-python" in extra:  # also accepted after the command: `course.py test --use-current-python`
+        extra.remove("--use-current-python")
+        args.use_current_python = True
     if args.command is None:
         parser.print_help()
         return 2
-    python = choose_python(args.use_current_python)
+    python = choose_python(args.use_current_python, args.command)
     if args.command == "lab":
         return command_lab(python, extra)
     # PYTHONPATH lets kernels started from notebooks/ import the course packages even without the editable install.

@@ -1,9 +1,9 @@
 """Peak memory of attention at a long sequence: naive (full score matrix) vs key/value chunks vs PyTorch's kernel.
 
 Each method runs in a fresh subprocess, so one method's peak cannot hide another's. On the CPU the peak is the
-growth of ``ru_maxrss``, with ``MALLOC_MMAP_THRESHOLD_=131072`` so that glibc returns large freed blocks to the
-system at once (with its default, adaptive threshold, freed blocks are reused silently and ``ru_maxrss`` misleads);
-on a GPU it is ``torch.cuda.max_memory_allocated``.
+growth of the process's peak resident memory (``VmHWM``), with ``MALLOC_MMAP_THRESHOLD_=131072`` so that glibc
+returns large freed blocks to the system at once (with its default, adaptive threshold, freed blocks are reused
+silently and the peak misleads); on a GPU it is ``torch.cuda.max_memory_allocated``.
 
 Last line: ``memory_ratio=<chunked/naive> max_abs_diff=<chunked vs naive> time_vs_sdpa=<chunked/sdpa> …``.
 Run: ``python benchmarks/attention_memory.py`` (T = 8192) or ``--quick`` (T = 1024).
@@ -18,13 +18,14 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from transformer_lib.device import get_device
 from transformer_lib.attention import scaled_dot_product_attention
 from transformer_lib.chunked_attention import chunked_attention
+from transformer_lib.device import get_device
 
 METHODS = ("naive", "chunked", "sdpa")
 MIB = 2**20
@@ -45,28 +46,63 @@ def attend(method: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk
     return F.scaled_dot_product_attention(q, k, v)
 
 
-def peak_bytes_of_one_call(method: str, length: int, d_head: int, chunk_size: int) -> int:
-    """Run in the subprocess: extra memory at the peak of one call, beyond the inputs."""
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory: ``VmHWM`` of its own address space where Linux reports it.
+
+    ``ru_maxrss`` is not used on Linux: it survives ``fork`` + ``exec``, so a child of a big process (a Jupyter
+    kernel holding a model) starts with its parent's peak and hides smaller ones.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # reported in kB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+def peak_bytes_per_length(method: str, lengths: list[int], d_head: int, chunk_size: int) -> list[int]:
+    """Run in the subprocess: extra memory at the peak of one call per length, beyond the inputs.
+
+    Lengths are taken in increasing order, so each call's peak exceeds the previous ones and the process's peak
+    (:func:`peak_rss_bytes`) can be read after each call.
+    """
     device = get_device()
-    q, k, v = inputs(length, d_head, device)
+    all_inputs = [inputs(length, d_head, device) for length in sorted(lengths)]
+    peaks = []
     with torch.no_grad():
+        q, k, v = all_inputs[0]
         attend(method, q[..., :64, :], k[..., :64, :], v[..., :64, :], chunk_size)  # load kernels first
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = torch.cuda.max_memory_allocated()
-            attend(method, q, k, v, chunk_size)
-            torch.cuda.synchronize()
-            return torch.cuda.max_memory_allocated() - before
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        attend(method, q, k, v, chunk_size)
-        return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024  # Linux reports KiB
+        before = peak_rss_bytes()
+        for q, k, v in all_inputs:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                start = torch.cuda.memory_allocated()
+                attend(method, q, k, v, chunk_size)
+                torch.cuda.synchronize()
+                peaks.append(torch.cuda.max_memory_allocated() - start)
+            else:
+                attend(method, q, k, v, chunk_size)
+                peaks.append(peak_rss_bytes() - before)
+    return peaks
 
 
-def measure_in_subprocess(method: str, length: int, d_head: int, chunk_size: int) -> int:
+def measure_in_subprocess(method: str, lengths: list[int], d_head: int = 64, chunk_size: int = 256) -> list[int]:
+    """Peak extra bytes of ``method`` ("naive", "chunked" or "sdpa") at each of ``lengths``, in a fresh process."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-    command = [sys.executable, __file__, "--measure", method, "--T", str(length), "--d-head", str(d_head),
-               "--chunk-size", str(chunk_size)]
+    command = [
+        sys.executable,
+        __file__,
+        "--measure",
+        method,
+        "--lengths",
+        ",".join(map(str, lengths)),
+        "--d-head",
+        str(d_head),
+        "--chunk-size",
+        str(chunk_size),
+    ]
     finished = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return json.loads(finished.stdout.strip().splitlines()[-1])["peak_bytes"]
 
@@ -90,23 +126,27 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--measure", choices=METHODS, help=argparse.SUPPRESS)  # internal: one subprocess's job
+    parser.add_argument("--lengths", help=argparse.SUPPRESS)  # internal: comma-separated lengths to measure
     args = parser.parse_args()
     length = args.T or (1024 if args.quick else 8192)
 
     if args.measure:
-        print(json.dumps({"peak_bytes": peak_bytes_of_one_call(args.measure, length, args.d_head, args.chunk_size)}))
+        lengths = sorted(int(n) for n in args.lengths.split(","))
+        print(json.dumps({"peak_bytes": peak_bytes_per_length(args.measure, lengths, args.d_head, args.chunk_size)}))
         return
 
     device = get_device()
-    peaks = {m: measure_in_subprocess(m, length, args.d_head, args.chunk_size) for m in METHODS}
+    peaks = {m: measure_in_subprocess(m, [length], args.d_head, args.chunk_size)[0] for m in METHODS}
     q, k, v = inputs(length, args.d_head, device)
     with torch.no_grad():
         naive = attend("naive", q, k, v, args.chunk_size)
         chunked = attend("chunked", q, k, v, args.chunk_size)
         max_abs_diff = (naive - chunked).abs().max().item()
         del naive
-        seconds = {m: median_seconds(lambda m=m: attend(m, q, k, v, args.chunk_size), args.repeats)
-                   for m in ("chunked", "sdpa")}
+        seconds = {
+            m: median_seconds(lambda m=m: attend(m, q, k, v, args.chunk_size), args.repeats)
+            for m in ("chunked", "sdpa")
+        }
 
     print(f"T={length}, one head, d_head={args.d_head}, float32, chunks of {args.chunk_size} keys, on {device}")
     for method in METHODS:

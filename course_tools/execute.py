@@ -39,10 +39,15 @@ def resolve_targets(names: list[str]) -> list[Path]:
     for path in paths:
         if not path.is_file():
             raise SystemExit(f"[course] no such notebook: {path}")
-        if path.parent == EXERCISES_DIR:
+        if path.is_relative_to(EXERCISES_DIR):
             raise SystemExit(
                 f"[course] refusing to execute {path.relative_to(ROOT)}: exercise notebooks are stored without "
                 "outputs and may hold a student's work. Open it in JupyterLab instead."
+            )
+        if not (path.is_relative_to(NOTEBOOKS_DIR) or path.is_relative_to(SOLUTIONS_DIR)):
+            raise SystemExit(
+                f"[course] refusing to execute {path}: only notebooks in notebooks/ and solutions/ are executed "
+                "and stored; a notebook elsewhere may be someone's work, so it is left exactly as it is."
             )
     return paths
 

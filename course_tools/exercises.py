@@ -112,6 +112,16 @@ def save_manifest(exercises_dir: Path, manifest: dict[str, str]) -> None:
     (exercises_dir / MANIFEST_NAME).write_text(text, encoding="utf-8", newline="\n")
 
 
+def unused_backup_path(target: Path, stamp: str) -> Path:
+    """``<name>.backup-<stamp>.ipynb`` beside ``target``, numbered so that an earlier backup is never replaced."""
+    candidate = target.with_name(f"{target.stem}.backup-{stamp}.ipynb")
+    number = 2
+    while candidate.exists():
+        candidate = target.with_name(f"{target.stem}.backup-{stamp}-{number}.ipynb")
+        number += 1
+    return candidate
+
+
 def generate(solutions_dir: Path = SOLUTIONS_DIR, exercises_dir: Path = EXERCISES_DIR, force: bool = False) -> int:
     """Write exercises/ from solutions/; return 0, or 1 when edited notebooks were left untouched."""
     exercises_dir.mkdir(parents=True, exist_ok=True)
@@ -130,7 +140,7 @@ def generate(solutions_dir: Path = SOLUTIONS_DIR, exercises_dir: Path = EXERCISE
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for plan in plans:
         if plan.action == "edited":
-            backup = plan.target.with_name(f"{plan.target.stem}.backup-{stamp}.ipynb")
+            backup = unused_backup_path(plan.target, stamp)
             shutil.copy2(plan.target, backup)
             print(f"[course] kept the edited {plan.target.name} as {backup.name}")
         if plan.action != "unchanged":

@@ -9,6 +9,7 @@ import sys
 import time
 
 from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
+from .browser import install_chromium_on_ci
 
 STEPS = ("lint", "unit", "notebooks")
 
@@ -63,6 +64,8 @@ def main(argv: list[str]) -> int:
     for name, command in step_commands(args).items():
         if args.only and name not in args.only:
             continue
+        if name == "unit":
+            install_chromium_on_ci()  # the browser test in tests/browser/ needs it; on CI a missing browser fails
         print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
         started = time.perf_counter()
         code = subprocess.call(command, cwd=ROOT)

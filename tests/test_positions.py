@@ -10,6 +10,7 @@ from transformer_lib import (
     PositionalEncoding,
     apply_rope,
     scaled_dot_product_attention,
+    shift_rotation,
     sinusoidal_encoding,
 )
 
@@ -51,6 +52,13 @@ def test_a_shift_is_one_rotation_for_all_positions():
         c, s = math.cos(offset * w), math.sin(offset * w)
         rotation[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
     torch.testing.assert_close(pe[:-offset] @ rotation.T, pe[offset:], atol=1e-6, rtol=0)
+
+
+def test_shift_rotation_matches_the_hand_built_matrix():
+    pe = sinusoidal_encoding(40, 6).double()
+    rotation = shift_rotation(3, 6).double()
+    torch.testing.assert_close(pe[:-3] @ rotation.T, pe[3:], atol=1e-6, rtol=0)
+    torch.testing.assert_close(rotation @ rotation.T, torch.eye(6, dtype=torch.float64), atol=1e-6, rtol=0)
 
 
 def test_dot_product_depends_only_on_the_offset():

@@ -19,7 +19,12 @@ def get_device() -> torch.device:
     """
     requested = os.environ.get(DEVICE_ENV_VAR, "").strip()
     if requested:
-        device = torch.device(requested)
+        try:
+            device = torch.device(requested)
+        except RuntimeError as error:
+            raise ValueError(
+                f"{DEVICE_ENV_VAR}={requested!r} is not a device name: use cpu, cuda, cuda:N or mps ({error})."
+            ) from None
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(
                 f"{DEVICE_ENV_VAR}={requested!r} but CUDA is not available on this machine "

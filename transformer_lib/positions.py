@@ -33,6 +33,19 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
     return encoding.float()  # (T, d_model)
 
 
+def shift_rotation(offset: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The matrix M_k with ``PE(p + k) = M_k @ PE(p)`` for every position p (k = ``offset``).
+
+    Block diagonal, one 2x2 rotation ``[[cos(k w_j), sin(k w_j)], [-sin(k w_j), cos(k w_j)]]`` per sin/cos pair,
+    with ``w_j = base**(-2j/d_model)``. Returns (d_model, d_model) float32; it does not depend on p.
+    """
+    _check_even(d_model, "d_model")
+    frequencies = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
+    cos, sin = torch.cos(offset * frequencies), torch.sin(offset * frequencies)
+    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (d_model/2, 2, 2)
+    return torch.block_diag(*blocks).float()  # (d_model, d_model)
+
+
 class PositionalEncoding(nn.Module):
     """Add the sinusoidal encoding to token embeddings, then apply dropout (as in the paper)."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .layers import DecoderLayer, EncoderLayer
 from .multi_head import MultiHeadAttention
 
 
@@ -36,3 +37,31 @@ def copy_multihead_weights(source: nn.MultiheadAttention, target: MultiHeadAtten
     target.out_proj.weight.copy_(source.out_proj.weight)
     if source.out_proj.bias is not None:
         target.out_proj.bias.copy_(source.out_proj.bias)
+
+
+def _copy_submodules(source: nn.Module, target: nn.Module, attention_names: tuple[str, ...], names: tuple[str, ...]):
+    """Copy attention blocks with ``copy_multihead_weights`` and the same-named Linear/LayerNorm modules as they are."""
+    for name in attention_names:
+        copy_multihead_weights(getattr(source, name), getattr(target, name))
+    for name in names:
+        getattr(target, name).load_state_dict(getattr(source, name).state_dict())
+
+
+@torch.no_grad()
+def copy_encoder_layer_weights(source: nn.TransformerEncoderLayer, target: EncoderLayer) -> None:
+    """Copy an ``nn.TransformerEncoderLayer``'s weights into the course's ``EncoderLayer`` (same sizes) in place."""
+    if source.norm_first != target.norm_first:
+        raise ValueError(f"source has norm_first={source.norm_first}, target norm_first={target.norm_first}: "
+                         "build both with the same setting")
+    _copy_submodules(source, target, ("self_attn",), ("linear1", "linear2", "norm1", "norm2"))
+
+
+@torch.no_grad()
+def copy_decoder_layer_weights(source: nn.TransformerDecoderLayer, target: DecoderLayer) -> None:
+    """Copy an ``nn.TransformerDecoderLayer``'s weights into the course's ``DecoderLayer`` (same sizes) in place."""
+    if source.norm_first != target.norm_first:
+        raise ValueError(f"source has norm_first={source.norm_first}, target norm_first={target.norm_first}: "
+                         "build both with the same setting")
+    _copy_submodules(
+        source, target, ("self_attn", "multihead_attn"), ("linear1", "linear2", "norm1", "norm2", "norm3")
+    )

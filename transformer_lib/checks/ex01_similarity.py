@@ -31,6 +31,7 @@ def dot_product(student_fn: Callable) -> CheckResult:
             "the dot product of Orange and Apple (the word-feature table)",
             ex.call(student_fn, orange, apple),
             orange @ apple,
+            mistakes={"you returned the element-wise products: add them up with .sum()": orange * apple},
         )
     return ex.result
 

@@ -6,12 +6,14 @@ and returns the ``Axes`` so a lesson can add to it. The caller shows the figure 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 
 def _to_numpy(values: torch.Tensor | np.ndarray | Sequence) -> np.ndarray:
@@ -113,3 +115,14 @@ def bar_chart(
     if annotate:
         ax.bar_label(bars, labels=[format(h, fmt) for h in heights], padding=2, fontsize=9)
     return ax
+
+
+def figure_to_png(figure: Figure, dpi: int = 90) -> bytes:
+    """Render a figure to PNG bytes, e.g. for an ``ipywidgets.Image`` that a widget redraws on every change.
+
+    Build such figures with ``matplotlib.figure.Figure`` (not ``plt.subplots``), so that nothing is shown in the
+    notebook's output and nothing stays open in pyplot.
+    """
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import torch
+from matplotlib.figure import Figure
 
 from ..similarity import cosine_similarity
+from .plots import figure_to_png
 
 
 def vector_from_polar(length: float, angle_degrees: float) -> torch.Tensor:
@@ -17,9 +18,10 @@ def vector_from_polar(length: float, angle_degrees: float) -> torch.Tensor:
     return torch.tensor([length * math.cos(angle), length * math.sin(angle)], dtype=torch.float64)
 
 
-def _draw_arrows(a: torch.Tensor, b: torch.Tensor, state: dict[str, float]) -> None:
-    """Plot ``a`` and ``b`` as arrows from the origin, with the dot product and cosine in the title."""
-    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+def _draw_arrows(a: torch.Tensor, b: torch.Tensor, state: dict[str, float]) -> bytes:
+    """PNG of ``a`` and ``b`` drawn as arrows from the origin, with the dot product and cosine in the title."""
+    figure = Figure(figsize=(4.2, 4.2))
+    ax = figure.subplots()
     for vector, name, color in ((a, "a", "tab:blue"), (b, "b", "tab:orange")):
         x, y = vector.tolist()
         ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": color, "lw": 2})
@@ -33,8 +35,7 @@ def _draw_arrows(a: torch.Tensor, b: torch.Tensor, state: dict[str, float]) -> N
     ax.set_xlabel("feature 1")
     ax.set_ylabel("feature 2")
     ax.set_title(f"a·b = {state['dot']:.2f}   cos = {state['cosine']:.2f}")
-    plt.show()
-    plt.close(fig)
+    return figure_to_png(figure)
 
 
 def vector_angle_widget(angle: float = 60.0, length_a: float = 2.0, length_b: float = 1.0) -> widgets.VBox:
@@ -50,7 +51,7 @@ def vector_angle_widget(angle: float = 60.0, length_a: float = 2.0, length_b: fl
         "length_b": widgets.FloatSlider(value=length_b, min=0.5, max=4, step=0.5, description="|b|"),
     }
     readout = widgets.HTML()
-    plot = widgets.Output()
+    plot = widgets.Image(format="png")
     box = widgets.VBox([*controls.values(), readout, plot])
     box.controls = controls
     box.state = {}
@@ -70,9 +71,7 @@ def vector_angle_widget(angle: float = 60.0, length_a: float = 2.0, length_b: fl
             f"{box.state['cosine']:.3f} = <b>{box.state['dot']:.3f}</b>; "
             f"cosine similarity = <b>{box.state['cosine']:.3f}</b> (lengths do not change it)"
         )
-        with plot:
-            plot.clear_output(wait=True)
-            _draw_arrows(a, b, box.state)
+        plot.value = _draw_arrows(a, b, box.state)
 
     for control in controls.values():
         control.observe(update, names="value")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import torch
+from matplotlib.figure import Figure
 
-from .plots import bar_chart
+from .plots import bar_chart, figure_to_png
 
 # The similarity of "Orange" to each word of "an apple and an orange" (the cosine table of lesson 01).
 ORANGE_WORDS = ("Orange", "Apple", "And", "An")
@@ -31,7 +31,7 @@ def softmax_temperature_widget(
         )
     }
     readout = widgets.HTML()
-    plot = widgets.Output()
+    plot = widgets.Image(format="png")
     box = widgets.VBox([controls["temperature"], readout, plot])
     box.controls = controls
     box.state = {}
@@ -43,12 +43,10 @@ def softmax_temperature_widget(
         box.state.update(temperature=t, weights=weights.tolist(), top_word=words[int(weights.argmax())])
         pairs = zip(words, box.state["weights"], strict=True)
         readout.value = "weights: " + ", ".join(f"{word} {weight:.2f}" for word, weight in pairs)
-        with plot:
-            plot.clear_output(wait=True)
-            title = f"softmax(scores / {t:.2f})"
-            ax = bar_chart(weights, list(words), title=title, xlabel="word", ylabel="weight", ylim=(0, 1.1))
-            plt.show()
-            plt.close(ax.figure)
+        figure = Figure(figsize=(4.5, 3.0))
+        title = f"softmax(scores / {t:.2f})"
+        bar_chart(weights, list(words), title, "word", "weight", ax=figure.subplots(), ylim=(0, 1.1))
+        plot.value = figure_to_png(figure)
 
     controls["temperature"].observe(update, names="value")
     update()

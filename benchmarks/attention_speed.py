@@ -1,0 +1,97 @@
+"""The library's attention vs PyTorch's, timed side by side at a few sizes (forward pass, no gradients).
+
+Pairs compared (ours / PyTorch's):
+- ``scaled_dot_product_attention`` / ``F.scaled_dot_product_attention`` (ours also returns the weights),
+- ``MultiHeadAttention(need_weights=False)`` / ``nn.MultiheadAttention(need_weights=False)``, both free to use the
+  fused kernel,
+- ``MultiHeadAttention(need_weights=True)`` / ``nn.MultiheadAttention(need_weights=True)``, per-head weights.
+
+Each time is the median of interleaved repeats. Last line: ``slowest_ratio_vs_torch=<largest ours/PyTorch> …``.
+Run: ``python benchmarks/attention_speed.py`` or ``--quick`` (tiny sizes, for tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lib.attention import scaled_dot_product_attention
+from transformer_lib.device import get_device, set_seed
+from transformer_lib.multi_head import MultiHeadAttention
+from transformer_lib.torch_interop import copy_multihead_weights
+
+SIZES = [(8, 64, 128, 4), (4, 256, 256, 8), (1, 1024, 256, 8)]  # (batch, T, d_model, heads)
+QUICK_SIZES = [(2, 16, 32, 4)]
+
+
+def median_pair_seconds(ours: Callable[[], object], theirs: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median time of each function, calling them alternately so drifts in machine load hit both."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for function, bucket in ((ours, times[0]), (theirs, times[1])):
+            start = time.perf_counter()
+            function()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            bucket.append(time.perf_counter() - start)
+    return tuple(sorted(bucket)[len(bucket) // 2] for bucket in times)
+
+
+def compare_at(batch: int, length: int, d_model: int, heads: int, device: torch.device, repeats: int):
+    """Yield (name, our seconds, PyTorch's seconds) for the three pairs at one size."""
+    set_seed(0)
+    x = torch.randn(batch, length, d_model).to(device)  # (batch, T, d_model)
+    q, k, v = (torch.randn(batch, heads, length, d_model // heads).to(device) for _ in range(3))
+    ours = MultiHeadAttention(d_model, heads).to(device).eval()
+    theirs = nn.MultiheadAttention(d_model, heads, batch_first=True).to(device).eval()
+    copy_multihead_weights(theirs, ours)
+    pairs = {
+        "scaled_dot_product_attention": (
+            lambda: scaled_dot_product_attention(q, k, v),
+            lambda: F.scaled_dot_product_attention(q, k, v),
+        ),
+        "MultiHeadAttention, no weights": (
+            lambda: ours(x, x, x, need_weights=False),
+            lambda: theirs(x, x, x, need_weights=False),
+        ),
+        "MultiHeadAttention, weights": (
+            lambda: ours(x, x, x, need_weights=True),
+            lambda: theirs(x, x, x, need_weights=True, average_attn_weights=False),
+        ),
+    }
+    with torch.no_grad():
+        for name, (ours_fn, theirs_fn) in pairs.items():
+            ours_fn(), theirs_fn()  # warm-up
+            yield name, *median_pair_seconds(ours_fn, theirs_fn, repeats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one tiny size, for tests")
+    parser.add_argument("--repeats", type=int, default=None, help="timed calls per function (default 21)")
+    args = parser.parse_args()
+    repeats = args.repeats or (5 if args.quick else 21)
+    device = get_device()
+
+    print(f"forward passes, median of {repeats}, on {device}; ratio = ours / PyTorch's")
+    ratios = []
+    for batch, length, d_model, heads in QUICK_SIZES if args.quick else SIZES:
+        for name, ours_s, theirs_s in compare_at(batch, length, d_model, heads, device, repeats):
+            ratios.append(ours_s / theirs_s)
+            print(
+                f"  batch {batch:2d} T {length:5d} d_model {d_model:4d} heads {heads}  {name:31s} "
+                f"ours {ours_s * 1e3:8.3f} ms  torch {theirs_s * 1e3:8.3f} ms  ratio {ratios[-1]:5.2f}"
+            )
+    print(
+        f"slowest_ratio_vs_torch={max(ratios):.2f} median_ratio={sorted(ratios)[len(ratios) // 2]:.2f} "
+        f"device={device.type}"
+    )
+
+
+if __name__ == "__main__":
+    main()

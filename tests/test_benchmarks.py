@@ -1,0 +1,39 @@
+"""Each benchmark runs at a tiny size and ends with a parseable ``key=value`` line of sane values.
+
+These tests check that the scripts work and that their equality claims hold; they set no timing targets.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def last_line_values(script: str, *args: str) -> dict[str, str]:
+    finished = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick", *args], capture_output=True, text=True, timeout=300
+    )
+    assert finished.returncode == 0, finished.stderr
+    last_line = finished.stdout.strip().splitlines()[-1]
+    values = dict(pair.split("=", 1) for pair in last_line.split())
+    assert values["device"] in {"cpu", "cuda", "mps"}
+    return values
+
+
+def test_kv_cache_gives_identical_tokens():
+    values = last_line_values("kv_cache.py", "--tokens", "24")
+    assert values["identical"] == "true"
+    assert float(values["speedup"]) > 0 and int(values["tokens"]) == 24
+
+
+def test_chunked_attention_is_exact_and_uses_less_memory():
+    values = last_line_values("attention_memory.py", "--repeats", "1")
+    assert float(values["max_abs_diff"]) < 1e-5
+    assert 0 < float(values["memory_ratio"]) < 1
+    assert float(values["naive_mib"]) > float(values["chunked_mib"])
+
+
+def test_attention_speed_reports_a_positive_ratio():
+    values = last_line_values("attention_speed.py", "--repeats", "3")
+    assert 0 < float(values["median_ratio"]) <= float(values["slowest_ratio_vs_torch"])

@@ -1,0 +1,120 @@
+"""The front door: stdlib only, exact pins, CI calls the README's test command, JupyterLab with a token."""
+
+import ast
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from course_tools import ROOT
+
+COURSE_PY = ROOT / "course.py"
+
+
+def test_course_py_imports_only_the_standard_library():
+    tree = ast.parse(COURSE_PY.read_text())
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(node.module.split(".")[0])
+    assert modules - {"__future__"} <= set(sys.stdlib_module_names), modules - set(sys.stdlib_module_names)
+
+
+def test_help_lists_the_commands():
+    result = subprocess.run([sys.executable, str(COURSE_PY), "--help"], capture_output=True, text=True, check=True)
+    for command in ("lab", "test", "execute", "exercises", "grade"):
+        assert command in result.stdout
+
+
+def test_every_requirement_is_pinned_exactly_and_torch_is_2_13_0():
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    requirements = [line for line in lines if line]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[0-9][\w.]*", line) for line in requirements), requirements
+    assert "torch==2.13.0" in requirements
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    script = (ROOT / ".ci" / "run").read_text()
+    commands = [line for line in script.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands[-1].strip() == "exec python3 course.py test"
+    assert "python3 course.py test" in (ROOT / "README.md").read_text()
+    assert "python3 course.py lab" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.skipif(os.environ.get("TRANSFORMER_LIB_DEVICE", "cpu") != "cpu", reason="checks the CPU-only case")
+def test_asking_for_a_missing_gpu_fails_clearly():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = subprocess.run([sys.executable, "-m", "course_tools", "test", "--device", "cuda"],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "sees no CUDA GPU" in result.stderr
+
+
+def test_lab_refuses_an_empty_token():
+    result = subprocess.run([sys.executable, str(COURSE_PY), "--use-current-python", "lab", "--ServerApp.token="],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "without a token" in result.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _status(url: str) -> int:
+    """The HTTP status of ``url``, retrying while the server is still starting to accept connections."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+        except urllib.error.URLError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_lab_serves_lesson_00_and_requires_the_token(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
+    extra = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    command = [sys.executable, str(COURSE_PY), "--use-current-python", "lab", "--no-browser", "--port", str(port),
+               *extra]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in server.stdout], daemon=True).start()
+        log, found = "", None
+        deadline = time.time() + 90
+        while found is None and time.time() < deadline and server.poll() is None:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            log += line
+            found = re.search(r"(http://127\.0\.0\.1:\d+)/lab/tree/notebooks/00_start_here\.ipynb\?token=(\w+)", line)
+        assert found, f"JupyterLab did not announce lesson 00 with a token:\n{log}"
+        base, token = found.groups()
+        lesson = f"{base}/api/contents/notebooks/00_start_here.ipynb"
+        assert _status(lesson) == 403, "without the token the server must refuse"
+        assert _status(f"{lesson}?token={token}") == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

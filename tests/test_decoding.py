@@ -1,0 +1,167 @@
+"""Decoding: beam search, sampling filters, seeded sampling and the KV cache."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_lib.decoding import (
+    beam_search,
+    greedy_decode,
+    length_normalised_score,
+    sample,
+    sample_next_token,
+    top_k_filter,
+    top_p_filter,
+)
+from transformer_lib.model import Transformer, TransformerConfig
+
+BOS, EOS = 1, 2
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        src_vocab_size=11,
+        tgt_vocab_size=11,
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=40,
+    )
+    return Transformer(config).eval()
+
+
+@pytest.fixture(scope="module")
+def src() -> torch.Tensor:
+    return torch.randint(3, 11, (3, 6), generator=torch.Generator().manual_seed(1))  # (batch, S)
+
+
+class MarkovToyModel(nn.Module):
+    """A stand-in decoder whose next-token distribution depends only on the last token.
+
+    Tokens: 0 pad, 1 <bos>, 2 <eos>, 3 "A", 4 "B". Greedy takes "A" (0.5) and then never finds a likely end;
+    "B <eos>" has probability 0.4 * 0.9 = 0.36, more than any sequence starting with "A".
+    """
+
+    NEXT = torch.tensor(
+        [
+            [0.0, 0.0, 1.0, 0.0, 0.0],  # after <pad>
+            [0.0, 0.0, 0.1, 0.5, 0.4],  # after <bos>
+            [0.0, 0.0, 1.0, 0.0, 0.0],  # after <eos>
+            [0.0, 0.0, 0.3, 0.35, 0.35],  # after A
+            [0.0, 0.0, 0.9, 0.05, 0.05],  # after B
+        ]
+    )
+
+    def encode(self, src, src_mask=None):
+        return torch.zeros(src.shape[0], 1, 1)
+
+    def decode(self, tgt, memory, tgt_mask=None, memory_mask=None, cache=None):
+        return self.NEXT[tgt].clamp_min(1e-9).log()  # (batch, T, V)
+
+    def new_cache(self):
+        return None
+
+
+def test_top_k_keeps_the_k_largest():
+    logits = torch.tensor([[1.0, 3.0, 2.0, 0.0], [0.5, -1.0, 4.0, 4.5]])
+    kept = torch.isfinite(top_k_filter(logits, 2))
+    assert kept.tolist() == [[False, True, True, False], [False, False, True, True]]
+    with pytest.raises(ValueError, match="top_k=5"):
+        top_k_filter(logits, 5)
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.tensor([[0.1, 0.5, 0.15, 0.25]])
+    logits = probs.log()
+    assert torch.isfinite(top_p_filter(logits, 0.7)).tolist() == [[False, True, False, True]]  # 0.5 + 0.25
+    assert torch.isfinite(top_p_filter(logits, 0.75)).tolist() == [[False, True, False, True]]  # exactly reached
+    assert torch.isfinite(top_p_filter(logits, 0.76)).tolist() == [[False, True, True, True]]
+    assert torch.isfinite(top_p_filter(logits, 0.01)).sum() == 1  # the most likely token always stays
+    with pytest.raises(ValueError, match="top_p"):
+        top_p_filter(logits, 0.0)
+
+
+def test_low_temperature_approaches_greedy_and_seeded_draws_repeat():
+    logits = torch.tensor([[1.0, 2.0, 0.5], [3.0, 0.0, 2.9]])
+    cold = sample_next_token(logits, temperature=0.01, generator=torch.Generator().manual_seed(0))
+    assert cold.tolist() == [1, 0]
+    draws = [sample_next_token(logits.repeat(250, 1), generator=torch.Generator().manual_seed(3)) for _ in range(2)]
+    assert torch.equal(draws[0], draws[1])
+    frequency = torch.bincount(draws[0][::2], minlength=3) / 250  # rows 0, 2, 4, … share the first distribution
+    torch.testing.assert_close(frequency, torch.softmax(logits[0], -1), atol=0.08, rtol=0)
+    with pytest.raises(ValueError, match="temperature"):
+        sample_next_token(logits, temperature=0.0)
+
+
+def test_cached_and_uncached_greedy_give_the_same_tokens(model, src):
+    cached = greedy_decode(model, src, BOS, EOS, max_len=30, use_cache=True)
+    uncached = greedy_decode(model, src, BOS, EOS, max_len=30, use_cache=False)
+    assert torch.equal(cached, uncached)
+
+
+def test_cached_logits_equal_full_prefix_logits(model, src):
+    memory = model.encode(src)
+    tokens = greedy_decode(model, src, BOS, EOS, max_len=12, use_cache=False)  # (batch, 1 + T)
+    full = model.decode(tokens, memory)  # (batch, 1 + T, V): every position at once
+    cache = model.new_cache()
+    step_by_step = torch.cat(
+        [model.decode(tokens[:, t : t + 1], memory, cache=cache) for t in range(tokens.shape[1])], dim=1
+    )
+    torch.testing.assert_close(step_by_step, full, atol=1e-5, rtol=1e-5)
+
+
+def test_beam_size_one_equals_greedy(model, src):
+    for row in range(src.shape[0]):
+        greedy = greedy_decode(model, src[row : row + 1], BOS, EOS, max_len=15)
+        beam = beam_search(model, src[row : row + 1], BOS, EOS, max_len=15, beam_size=1)
+        assert torch.equal(beam, greedy)
+
+
+def test_beam_search_finds_the_likelier_sentence_greedy_misses():
+    toy, src = MarkovToyModel(), torch.zeros(1, 1, dtype=torch.long)
+    greedy = greedy_decode(toy, src, BOS, EOS, max_len=6, use_cache=False)
+    beam = beam_search(toy, src, BOS, EOS, max_len=6, beam_size=2, length_penalty=0.0)
+    assert greedy[0].tolist() == [BOS, 3, 3, 3, 3, 3, 3]
+    assert beam[0].tolist() == [BOS, 4, EOS]
+
+
+def test_length_penalty_trades_total_for_mean_log_probability():
+    short, long = (math.log(0.5), 1), (math.log(0.3), 3)  # (log-probability, length)
+    assert length_normalised_score(*short, 0.0) > length_normalised_score(*long, 0.0)
+    assert length_normalised_score(*short, 1.0) < length_normalised_score(*long, 1.0)
+
+
+def test_sampling_is_reproducible_with_a_generator(model, src):
+    def draw(seed):
+        return sample(
+            model,
+            src,
+            BOS,
+            EOS,
+            max_len=10,
+            temperature=1.5,
+            top_k=5,
+            top_p=0.9,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    first, again = draw(0), draw(0)
+    assert torch.equal(first, again)
+    assert first[:, 0].eq(BOS).all() and first.shape[0] == 3
+
+
+def test_sampling_with_top_k_one_is_greedy(model, src):
+    sampled = sample(model, src, BOS, EOS, max_len=10, top_k=1, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(sampled, greedy_decode(model, src, BOS, EOS, max_len=10))
+
+
+def test_beam_search_rejects_a_batch(model, src):
+    with pytest.raises(ValueError, match="one sentence at a time"):
+        beam_search(model, src, BOS, EOS, max_len=5)

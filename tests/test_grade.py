@@ -1,0 +1,387 @@
+"""`course.py grade`: full marks for solutions/, 0 for the generated exercises, exactly one exercise lost for one wrong
+answer, and every kind of broken or hostile submission graded with a clear message instead of a crash."""
+
+import csv
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_files import SOLUTIONS, short
+from course_tools import grade
+from course_tools.exercises import BEGIN_SOLUTION, END_SOLUTION, render_exercise
+from course_tools.grade import Settings, grade_all, load_assignments, student_name, write_gradebook
+from course_tools.notebook_files import read_notebook
+
+FAST = Settings(cell_timeout_s=12, check_timeout_s=12, total_timeout_s=240, grace_s=3)
+SIMILARITY = "01_similarity_exercises"
+pytestmark = pytest.mark.skipif(not SOLUTIONS, reason="no solution notebooks yet")
+
+
+def replace_solution(nb, function: str, body: str):
+    """A copy of a solved notebook whose ``function`` has ``body`` instead of its marked solution."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and f"def {function}(" in cell.source and BEGIN_SOLUTION in cell.source:
+            lines, inside = [], False
+            for line in cell.source.splitlines():
+                if line.strip() == BEGIN_SOLUTION:
+                    inside = True
+                    indent = line[: len(line) - len(line.lstrip())]
+                    lines.extend(indent + part for part in body.splitlines())
+                elif line.strip() == END_SOLUTION:
+                    inside = False
+                elif not inside:
+                    lines.append(line)
+            cell.source = "\n".join(lines)
+            return nb
+    raise AssertionError(f"no solution cell defines {function}")
+
+
+def function_cell(nb, function: str):
+    return next(c for c in nb.cells if c.cell_type == "code" and f"def {function}(" in c.source)
+
+
+def save(path: Path, content) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        nbformat.write(content, path)
+    return path
+
+
+def last_exercise_function(nb) -> str:
+    """The function the last exercise checks (nothing later uses it, so breaking it costs only that exercise)."""
+    check_cell = [c for c in nb.cells if "exercise" in c.metadata][-1]
+    return grade.check_call_parts(check_cell.source)[1][0]
+
+
+@pytest.fixture(scope="module")
+def assignments():
+    return load_assignments()
+
+
+@pytest.fixture(scope="module")
+def class_run(tmp_path_factory, assignments):
+    """Every solution, its generated exercise and a one-wrong-answer copy, graded in one run."""
+    root = tmp_path_factory.mktemp("class")
+    paths = []
+    for solution in SOLUTIONS:
+        nb = read_notebook(solution)
+        paths.append(save(root / "solved" / solution.name, solution.read_bytes()))
+        paths.append(save(root / "stub" / solution.name, render_exercise(nb, name=solution.name)))
+        wrong = replace_solution(nb, last_exercise_function(nb), "return None")
+        paths.append(save(root / "one_wrong" / solution.name, wrong))
+    hashes = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
+    grades = grade_all(paths, assignments, FAST, jobs=2)
+    return {Path(g.file): g for g in grades}, hashes
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=short)
+def test_solutions_get_full_marks(class_run, solution):
+    grades, _ = class_run
+    g = next(g for path, g in grades.items() if path.parent.name == "solved" and path.name == solution.name)
+    assert g.total == g.max_points > 0, [(e.id, e.status, e.lines[-1:]) for e in g.exercises]
+    assert g.notes == []
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=short)
+def test_generated_exercises_get_zero_not_attempted(class_run, solution):
+    grades, _ = class_run
+    g = next(g for path, g in grades.items() if path.parent.name == "stub" and path.name == solution.name)
+    assert g.total == 0 and g.max_points > 0
+    assert {e.status for e in g.exercises} == {"not attempted"}
+    assert all("not attempted yet" in e.lines[-1] for e in g.exercises)
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=short)
+def test_one_wrong_answer_loses_exactly_that_exercise(class_run, assignments, solution):
+    grades, _ = class_run
+    g = next(g for path, g in grades.items() if path.parent.name == "one_wrong" and path.name == solution.name)
+    last = assignments[solution.stem].exercises[-1]
+    assert g.total == g.max_points - last.points
+    assert [e.id for e in g.exercises if e.points == 0] == [last.id]
+    assert g.exercises[-1].status == "failed"
+    assert any(line.startswith("✘") for line in g.exercises[-1].lines)
+
+
+def test_submissions_are_never_modified(class_run):
+    _, hashes = class_run
+    for path, digest in hashes.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
+
+
+# -- broken and hostile submissions (lesson 01's assignment) ------------------------------------------------------
+
+
+def bad_submissions(solution_nb) -> dict[str, object]:
+    """Each case: what a student could hand in."""
+    nb = solution_nb
+    cases = {}
+    cases["infinite_loop"] = replace_solution(nb, "norm", "while True:\n    pass")
+    syntax = replace_solution(nb, "dot_product", "return (a * b).sum(")
+    cases["syntax_error"] = syntax
+    cases["exception"] = replace_solution(nb, "norm", "return 1 / 0")
+    deleted = nbformat.from_dict(json.loads(json.dumps(nb)))
+    deleted.cells = [c for c in deleted.cells
+                     if c.metadata.get("exercise", {}).get("id") != "dot_product" and "def norm(" not in c.source]
+    cases["cells_deleted"] = deleted
+    renamed = nbformat.from_dict(json.loads(json.dumps(nb)))
+    function_cell(renamed, "norm").source = function_cell(renamed, "norm").source.replace("def norm(", "def length(")
+    cases["renamed_function"] = renamed
+    faked = replace_solution(nb, "norm", "return v.sum()")
+    for cell in faked.cells:
+        if cell.metadata.get("exercise", {}).get("id") == "norm":
+            cell.source = "print('✔ all checks passed')"
+    faked.cells.append(nbformat.v4.new_code_cell(
+        "import transformer_lib.checks._feedback as feedback\n"
+        "feedback.describe_mismatch = lambda *args, **kwargs: None\n"
+        "class check:\n    pass"))
+    cases["edited_checks"] = faked
+    huge = nbformat.from_dict(json.loads(json.dumps(nb)))
+    huge.cells.append(nbformat.v4.new_code_cell("for _ in range(50):\n    print('x' * 100_000)"))
+    cases["huge_output"] = huge
+    dies = nbformat.from_dict(json.loads(json.dumps(nb)))
+    dies.cells.insert(3, nbformat.v4.new_code_cell("import os\nos._exit(1)"))
+    cases["kernel_dies"] = dies
+    stubborn = nbformat.from_dict(json.loads(json.dumps(nb)))
+    stubborn.cells.append(nbformat.v4.new_code_cell(
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"))
+    cases["ignores_interrupts"] = stubborn
+    memory = nbformat.from_dict(json.loads(json.dumps(nb)))
+    memory.cells.append(nbformat.v4.new_code_cell("hog = bytearray(64 * 1024**3)"))
+    memory.cells.append(nbformat.v4.new_code_cell("open('written_by_student.txt', 'w').write('hi')"))
+    cases["memory_hog"] = memory
+    cases["invalid_json"] = '{"cells": ['
+    cases["not_a_notebook"] = '{"hello": "world"}'
+    cases["empty_file"] = b""
+    return cases
+
+
+@pytest.fixture(scope="module")
+def bad_run(tmp_path_factory, assignments):
+    if SIMILARITY not in assignments:
+        pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
+    root = tmp_path_factory.mktemp("bad")
+    solution_nb = read_notebook(next(p for p in SOLUTIONS if p.stem == SIMILARITY))
+    paths = [save(root / name / f"{SIMILARITY}.ipynb", content)
+             for name, content in bad_submissions(solution_nb).items()]
+    hashes = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
+    started = os.getcwd()
+    grades = grade_all(paths, assignments, FAST, jobs=2)
+    assert os.getcwd() == started
+    return {g.student: g for g in grades}, hashes, assignments[SIMILARITY]
+
+
+def points(g) -> dict[str, int]:
+    return {e.id: e.points for e in g.exercises}
+
+
+def full_except(assignment, *ids) -> dict[str, int]:
+    return {e.id: 0 if e.id in ids else e.points for e in assignment.exercises}
+
+
+def exercise(g, exercise_id):
+    return next(e for e in g.exercises if e.id == exercise_id)
+
+
+def test_infinite_loop_costs_only_that_exercise(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["infinite_loop"]
+    assert points(g) == full_except(assignment, "norm")
+    assert exercise(g, "norm").status == "timed out"
+    assert "stopped after 12 s" in exercise(g, "norm").lines[0]
+
+
+def test_syntax_error_is_reported_and_the_rest_graded(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["syntax_error"]
+    assert points(g) == full_except(assignment, "dot_product")
+    assert exercise(g, "dot_product").lines == [
+        "function `dot_product` not found: did you rename it, or delete or not run its cell?"]
+    assert any("SyntaxError" in note and "def dot_product" in note for note in g.notes)
+
+
+def test_exception_in_the_function_fails_its_checks(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["exception"]
+    assert points(g) == full_except(assignment, "norm")
+    assert exercise(g, "norm").status == "failed"
+    assert any("raised ZeroDivisionError" in line for line in exercise(g, "norm").lines)
+
+
+def test_deleted_cells(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["cells_deleted"]
+    assert points(g) == full_except(assignment, "norm")  # a deleted check cell changes nothing
+    assert exercise(g, "norm").status == "missing"
+
+
+def test_renamed_function(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["renamed_function"]
+    assert points(g) == full_except(assignment, "norm")
+    assert exercise(g, "norm").lines == ["function `norm` not found: did you rename it, or delete or not run its cell?"]
+
+
+def test_edited_check_cells_and_patched_library_cannot_fake_a_pass(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["edited_checks"]
+    assert points(g) == full_except(assignment, "norm")
+    assert any("you added the components without squaring them" in line for line in exercise(g, "norm").lines)
+
+
+def test_huge_output_is_truncated(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["huge_output"]
+    assert points(g) == full_except(assignment)
+    assert any("printed more than 1,000,000 characters; the rest was dropped" in note for note in g.notes)
+    assert len(json.dumps([e.lines for e in g.exercises])) < 20_000
+
+
+def test_dead_kernel_grades_zero_with_a_message(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["kernel_dies"]
+    assert g.total == 0 and {e.status for e in g.exercises} == {"not graded"}
+    assert "the kernel died" in exercise(g, "norm").lines[0]
+    assert any(note.startswith("cell 4 (`import os`): the kernel died") for note in g.notes)
+
+
+def test_a_kernel_ignoring_interrupts_is_killed(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["ignores_interrupts"]
+    assert g.total == 0
+    assert any("did not stop when interrupted, so it was killed" in note for note in g.notes)
+
+
+def test_memory_is_limited_and_files_land_in_a_temporary_folder(bad_run):
+    grades, _, assignment = bad_run
+    g = grades["memory_hog"]
+    assert points(g) == full_except(assignment)
+    assert any("MemoryError" in note for note in g.notes)
+    assert not Path("written_by_student.txt").exists()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("invalid_json", "not a notebook: invalid JSON (Expecting value at line 1)"),
+    ("not_a_notebook", "not a notebook: valid JSON, but it holds no notebook cells"),
+    ("empty_file", "the file is empty"),
+])
+def test_files_that_are_not_notebooks_get_zero_and_a_message(bad_run, case, message):
+    grades, _, assignment = bad_run
+    g = grades[case]
+    assert g.assignment == assignment.name and g.total == 0 and g.max_points == assignment.max_points
+    assert any(note.startswith(message) for note in g.notes)
+
+
+def test_bad_submissions_are_never_modified(bad_run):
+    _, hashes, _ = bad_run
+    for path, digest in hashes.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
+
+
+def test_a_changed_library_is_detected(tmp_path, monkeypatch, assignments):
+    if SIMILARITY not in assignments:
+        pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
+    library = tmp_path / "library"
+    save(library / "module.py", "x = 1\n")
+    monkeypatch.setattr(grade, "LIBRARY_DIR", library)
+    nb = read_notebook(next(p for p in SOLUTIONS if p.stem == SIMILARITY))
+    nb.cells.append(nbformat.v4.new_code_cell(f"open({str(library / 'module.py')!r}, 'a').write('x = 2\\n')"))
+    path = save(tmp_path / "mallory" / f"{SIMILARITY}.ipynb", nb)
+    g = grade.grade_submission(path, path.read_bytes(), assignments[SIMILARITY], FAST)
+    assert g.library_changed
+
+
+# -- names, assignments, gradebook ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("submissions/alice/01_similarity_exercises.ipynb", "alice"),
+    ("alice_01_similarity_exercises.ipynb", "alice"),
+    ("bob-01_similarity_exercises (1).ipynb", "bob"),
+    ("carol.ipynb", "carol"),
+])
+def test_student_name_from_file_or_folder(path, expected):
+    assert student_name(Path(path), SIMILARITY) == expected
+
+
+def test_assignment_from_the_check_import_beats_the_file_name(assignments):
+    if SIMILARITY not in assignments:
+        pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
+    text = "from transformer_lib.checks import ex01_similarity as check"
+    assert grade.identify_assignment(text, Path("homework.ipynb"), assignments).name == SIMILARITY
+    assert grade.identify_assignment("", Path(f"x_{SIMILARITY}.ipynb"), assignments).name == SIMILARITY
+    assert grade.identify_assignment("", Path("homework.ipynb"), assignments) is None
+
+
+def test_points_come_from_the_solution_metadata(assignments):
+    for solution in SOLUTIONS:
+        nb = read_notebook(solution)
+        expected = [(c.metadata["exercise"]["id"], c.metadata["exercise"]["points"])
+                    for c in nb.cells if "exercise" in c.metadata]
+        assert [(e.id, e.points) for e in assignments[solution.stem].exercises] == expected
+
+
+def test_gradebook_files(class_run, tmp_path):
+    grades, _ = class_run
+    csv_path, json_path = write_gradebook(list(grades.values()), tmp_path)
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    assert len(rows) == len(grades)
+    for row, g in zip(rows, grades.values(), strict=True):
+        assert int(row["total"]) == g.total and int(row["max"]) == g.max_points
+        assert sum(int(row[e.id]) for e in g.exercises) == g.total
+    records = json.loads(json_path.read_text(encoding="utf-8"))
+    assert all(isinstance(e["lines"], list) for r in records for e in r["exercises"])
+
+
+@pytest.mark.skipif(os.environ.get("COURSE_SLOW_TESTS") != "1", reason="slow (about a minute): COURSE_SLOW_TESTS=1")
+def test_a_class_of_30_mixed_submissions(tmp_path, assignments, capsys):
+    if SIMILARITY not in assignments:
+        pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
+    solution = next(p for p in SOLUTIONS if p.stem == SIMILARITY)
+    nb = read_notebook(solution)
+    kinds = {
+        "solved": nb,
+        "stub": render_exercise(nb, name=solution.name),
+        "wrong_norm": replace_solution(nb, "norm", "return v.sum()"),
+        "wrong_cosine": replace_solution(nb, "cosine_matrix", "return a @ b.T"),
+        **{k: v for k, v in bad_submissions(nb).items()
+           if k in ("infinite_loop", "syntax_error", "renamed_function", "invalid_json", "empty_file")},
+    }
+    names = list(kinds)
+    paths = [save(tmp_path / "submissions" / f"student{i:02d}_{names[i % len(names)]}" / solution.name,
+                  kinds[names[i % len(names)]]) for i in range(30)]
+    started = time.monotonic()
+    code = grade.main([str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--cell-timeout", "12",
+                       "--check-timeout", "12"])
+    seconds = time.monotonic() - started
+    assert code == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "grades.csv").open(encoding="utf-8")))
+    assert len(rows) == len(paths) == 30
+    full = assignments[SIMILARITY].max_points
+    assert all(int(r["total"]) == full for r in rows if r["student"].endswith("_solved"))
+    assert all(int(r["total"]) == 0 for r in rows if r["student"].endswith(("_stub", "_json", "_file")))
+    print(f"graded 30 submissions in {seconds:.1f} s")
+
+
+# -- nbgrader ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=short)
+def test_nbgrader_clear_solutions_makes_the_same_stubs(solution):
+    """The README's claim: nbgrader's ClearSolutions turns our solution cells into our generator's stubs."""
+    preprocessors = pytest.importorskip("nbgrader.preprocessors", reason="nbgrader is not installed (optional)")
+    nb = read_notebook(solution)
+    theirs, _ = preprocessors.ClearSolutions(enforce_metadata=False).preprocess(
+        nbformat.from_dict(json.loads(json.dumps(nb))), {})
+    ours = nbformat.reads(render_exercise(nb, name=solution.name), as_version=4)
+    assert [c.source for c in theirs.cells if c.cell_type == "code"] == [
+        c.source for c in ours.cells if c.cell_type == "code"]

@@ -1,0 +1,87 @@
+"""Training pieces: teacher forcing, the padded and smoothed loss, the schedules, a short run, checkpoints."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from transformer_lib.data import make_translation_task
+from transformer_lib.model import Transformer
+from transformer_lib.training import (
+    TrainingConfig,
+    evaluate_loss,
+    label_smoothed_cross_entropy,
+    load_checkpoint,
+    save_checkpoint,
+    shift_for_teacher_forcing,
+    train,
+    transformer_lr,
+    translation_model_config,
+    warmup_linear_decay_lr,
+)
+
+
+def test_teacher_forcing_shifts_by_one():
+    tgt = torch.tensor([[1, 7, 8, 2, 0]])
+    decoder_input, labels = shift_for_teacher_forcing(tgt)
+    assert decoder_input.tolist() == [[1, 7, 8, 2]] and labels.tolist() == [[7, 8, 2, 0]]
+
+
+def test_loss_equals_pytorch_and_ignores_padding():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 6, dtype=torch.float64)
+    labels = torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0]])
+    for smoothing in (0.0, 0.1):
+        expected = F.cross_entropy(logits.reshape(-1, 6), labels.reshape(-1), ignore_index=0, label_smoothing=smoothing)
+        torch.testing.assert_close(label_smoothed_cross_entropy(logits, labels, 0, smoothing), expected)
+    changed = logits.clone()
+    changed[1, 3] = 100.0  # a padding position: must not matter
+    torch.testing.assert_close(label_smoothed_cross_entropy(changed, labels, 0, 0.1),
+                               label_smoothed_cross_entropy(logits, labels, 0, 0.1))
+
+
+def test_loss_has_no_nan_with_infinite_logits_or_only_padding():
+    logits = torch.zeros(1, 3, 5)
+    logits[0, 2] = float("-inf")  # a padding position with -inf everywhere: its log-probabilities are NaN
+    labels = torch.tensor([[3, 2, 0]])
+    loss = label_smoothed_cross_entropy(logits, labels, pad_id=0, smoothing=0.1)
+    torch.testing.assert_close(loss, label_smoothed_cross_entropy(logits[:, :2], labels[:, :2], 0, 0.1))
+    assert not torch.isnan(label_smoothed_cross_entropy(torch.zeros(1, 2, 5), torch.zeros(1, 2, dtype=torch.long), 0))
+
+
+def test_paper_schedule_warms_up_then_decays():
+    lrs = [transformer_lr(s, d_model=512, warmup_steps=4000) for s in (1, 2000, 4000, 16000)]
+    assert math.isclose(lrs[2], 512**-0.5 * 4000**-0.5)
+    assert math.isclose(lrs[1], lrs[2] / 2) and math.isclose(lrs[3], lrs[2] / 2)
+    assert lrs[0] < lrs[1]
+
+
+def test_linear_schedule_peaks_and_ends_at_zero():
+    assert warmup_linear_decay_lr(50, 1e-3, 100, 1000) == 5e-4
+    assert warmup_linear_decay_lr(100, 1e-3, 100, 1000) == 1e-3
+    assert warmup_linear_decay_lr(1000, 1e-3, 100, 1000) == 0.0
+
+
+def test_a_short_run_lowers_the_loss_and_a_checkpoint_restores_it(tmp_path):
+    task = make_translation_task(num_train=512, num_valid=64, num_test=8, seed=0)
+    torch.manual_seed(0)
+    model = Transformer(translation_model_config(task))
+    before = evaluate_loss(model, task)
+    history = train(model, task, TrainingConfig(steps=60, warmup_steps=10, batch_size=32), progress=False)
+    after = evaluate_loss(model, task)
+    assert after < 0.7 * before
+    assert history.valid_loss[-1] == after and len(history.train_loss) == 60
+    save_checkpoint(model, tmp_path / "model.pt")
+    restored = load_checkpoint(tmp_path / "model.pt")
+    assert evaluate_loss(restored, task) == after
+
+
+def test_the_same_seed_trains_the_same_model():
+    task = make_translation_task(num_train=128, num_valid=16, num_test=4, seed=0)
+    losses = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = Transformer(translation_model_config(task))
+        history = train(model, task, TrainingConfig(steps=8, warmup_steps=2, batch_size=16), progress=False)
+        losses.append(history.train_loss)
+    assert losses[0] == losses[1]
