@@ -47,8 +47,13 @@ def stamp_file(requirements: str) -> Path:
     return VENV_DIR / f"course-installed-{Path(requirements).stem}.stamp"
 
 
-def run(command: list[str | Path], **kwargs) -> int:
-    return subprocess.call([str(part) for part in command], cwd=ROOT, **kwargs)
+def _stamp_matches(requirements: str) -> bool:
+    stamp = stamp_file(requirements)
+    return stamp.exists() and stamp.read_text().strip() == install_fingerprint(requirements)
+
+
+def run(command: list[str | Path], cwd: Path = ROOT, **kwargs) -> int:
+    return subprocess.call([str(part) for part in command], cwd=cwd, **kwargs)
 
 
 def ensure_environment(requirement_files: tuple[str, ...]) -> Path:
@@ -64,17 +69,21 @@ def ensure_environment(requirement_files: tuple[str, ...]) -> Path:
         say(f"creating the virtual environment {VENV_DIR.name}/ (once)")
         venv.EnvBuilder(with_pip=True, clear=VENV_DIR.exists()).create(VENV_DIR)
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    for requirements in requirement_files:
-        fingerprint = install_fingerprint(requirements)
-        stamp = stamp_file(requirements)
-        if stamp.exists() and stamp.read_text().strip() == fingerprint:
-            say(f"{requirements}: already installed in {VENV_DIR.name}/")
-            continue
-        say(f"installing {requirements} into {VENV_DIR.name}/ (the first time takes a minute or two: about 1.3 GB)")
-        for step in ([*pip, "-r", requirements], [*pip, "--no-deps", "-e", "."]):
-            if run(step) != 0:
-                sys.exit("[course] installation failed; read pip's message above, then run the command again.")
-        stamp.write_text(fingerprint + "\n")
+    stale = [name for name in requirement_files if not _stamp_matches(name)]
+    for requirements in stale:
+        size = " (the first time takes a minute or two: about 1.3 GB)" if requirements == "requirements.txt" else ""
+        say(f"installing {requirements} into {VENV_DIR.name}/{size}")
+        if run([*pip, "-r", requirements]) != 0:
+            sys.exit("[course] installation failed; read pip's message above, then run the command again.")
+    if stale:
+        say("installing the course packages (transformer_lib, course_tools) in editable mode")
+        # torch needs setuptools, so the environment already has the build backend: no isolated build needed.
+        if run([*pip, "--no-deps", "--no-build-isolation", "-e", "."]) != 0:
+            sys.exit("[course] installing the course packages failed; read pip's message above.")
+    for requirements in stale:
+        stamp_file(requirements).write_text(install_fingerprint(requirements) + "\n")
+    if not stale:
+        say(f"environment {VENV_DIR.name}/ is up to date")
     return python
 
 
@@ -95,6 +104,9 @@ def command_lab(python: Path, extra: list[str]) -> int:
     say(f"starting JupyterLab on {FIRST_LESSON.as_posix()} (stop it with Ctrl-C)")
     command = [python, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}",
                f"--LabApp.default_url=/lab/tree/{FIRST_LESSON.as_posix()}", *extra]
+    if os.name == "posix":  # become JupyterLab, so Ctrl-C and signals reach the server itself
+        os.chdir(ROOT)
+        os.execv(str(python), [str(part) for part in command])
     try:
         return run(command)
     except KeyboardInterrupt:
@@ -138,7 +150,8 @@ def main(argv: list[str]) -> int:
     # PYTHONPATH lets kernels started from notebooks/ import the course packages even without the editable install.
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env = {**os.environ, "PYTHONUTF8": "1", "PYTHONPATH": pythonpath}
-    return run([python, "-m", "course_tools", args.command, *extra], env=env)
+    # From the caller's folder, so relative paths (notebooks to execute, submissions to grade) mean what they say.
+    return run([python, "-m", "course_tools", args.command, *extra], cwd=Path.cwd(), env=env)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 A fixed, seeded number of steps (not a time budget), so every run trains the same model on the same device; the wall
 time is what varies. Last line: ``exact_match=<fraction of test sentences translated exactly> seconds=<training wall
 time> device=<device>``.
-Run: ``python benchmarks/train_translation.py`` (the lesson's 600 steps) or ``--quick`` (30 steps, a smoke test).
+Run: ``python benchmarks/train_translation.py`` (the lesson's 400 steps) or ``--quick`` (30 steps, a smoke test).
 """
 
 from __future__ import annotations

@@ -79,8 +79,10 @@ MAX_SUBMISSION_BYTES = 50 * 1024 * 1024
 MAX_CELL_OUTPUT_CHARS = 1_000_000
 MAX_FEEDBACK_LINES = 40
 MAX_LINE_CHARS = 400
-KERNEL_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONPATH", "SYSTEMROOT", "TMP", "TEMP", "TMPDIR",
-                   "VIRTUAL_ENV", "MPLCONFIGDIR", "XDG_CACHE_HOME")
+# What a kernel needs from the grader's environment (on Linux, macOS and Windows); tokens and keys stay behind.
+KERNEL_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "PYTHONPATH", "PYTHONUTF8", "VIRTUAL_ENV", "TMP",
+                   "TEMP", "TMPDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME", "SYSTEMROOT", "SYSTEMDRIVE", "USERPROFILE",
+                   "APPDATA", "LOCALAPPDATA")
 
 
 @dataclass(frozen=True)
@@ -590,8 +592,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per kernel (default 4096)")
     args = parser.parse_args(argv)
 
+    args.out = Path(args.out).resolve()
     paths = []
-    for given in args.submissions:
+    for given in (Path(path).resolve() for path in args.submissions):
         paths.extend(sorted(p for p in given.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
                      if given.is_dir() else [given])
     missing = [str(p) for p in paths if not p.is_file()]

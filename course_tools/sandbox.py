@@ -54,7 +54,7 @@ def wrap_command(command: list[str], limits: Limits) -> list[str]:
 
 
 def apply_limits(limits: Limits) -> None:
-    """Lower this process's limits (never above a hard limit already in place)."""
+    """Lower this process's limits (never above a hard limit already in place); skip one the platform refuses."""
     wanted = {
         resource.RLIMIT_AS: limits.memory_mb * MIB,
         resource.RLIMIT_CPU: limits.cpu_seconds,
@@ -64,7 +64,10 @@ def apply_limits(limits: Limits) -> None:
         _, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
-        resource.setrlimit(which, (value, hard))
+        try:
+            resource.setrlimit(which, (value, hard))
+        except (ValueError, OSError):  # e.g. macOS refuses RLIMIT_AS: start anyway, the timeouts still hold
+            continue
 
 
 def main(argv: list[str]) -> int:

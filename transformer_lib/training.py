@@ -68,7 +68,7 @@ def warmup_linear_decay_lr(step: int, peak_lr: float, warmup_steps: int, total_s
 class TrainingConfig:
     """Everything that decides a training run, so the same config and seed give the same model."""
 
-    steps: int = 600
+    steps: int = 400
     batch_size: int = 64
     peak_lr: float = 3e-3
     warmup_steps: int = 100

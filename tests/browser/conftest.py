@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -79,6 +80,17 @@ def copy_lessons_without_outputs(target: Path) -> None:
         write_notebook(clear_outputs(read_notebook(path)), target / path.name)
 
 
+def link_rest_of_course(root_dir: Path) -> None:
+    """Link the course's other folders beside the copy, for lessons that use them (../benchmarks, ../checkpoints)."""
+    for entry in ROOT.iterdir():
+        if entry.name.startswith(".") or entry.name == NOTEBOOKS_DIR.name:
+            continue
+        try:
+            (root_dir / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        except OSError:  # Windows without the right to make links: copy instead
+            (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, root_dir / entry.name)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -139,6 +151,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     base = tmp_path_factory.mktemp("jupyterlab")
     root_dir, runtime_dir, settings_dir = base / "course", base / "runtime", base / "settings"
     copy_lessons_without_outputs(root_dir / NOTEBOOKS_DIR.name)  # JupyterLab autosaves: never the repo's files
+    link_rest_of_course(root_dir)
     _write_lab_settings(settings_dir)
     port, token = _free_port(), secrets.token_hex(16)
     env = {
