@@ -121,3 +121,18 @@ def test_bad_masks_raise_value_error():
         scaled_dot_product_attention(q, k, v, mask=torch.ones(5, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 4, 5\) does not broadcast"):
         scaled_dot_product_attention(q, k, v, mask=torch.ones(2, 4, 5, dtype=torch.bool))
+
+
+def test_fused_path_without_weights_equals_the_readable_path():
+    """need_weights=False may use PyTorch's fused kernel; it must give the same output, and still no NaN."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, dtype=torch.float64) for _ in range(3))  # (batch, heads, T, d)
+    mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()  # causal: every query keeps a key
+    fully_blocked = mask.clone()
+    fully_blocked[1, 0, 2] = False  # query 2 of sequence 1 may look at nothing
+    for m in (None, mask, fully_blocked):
+        readable, weights = scaled_dot_product_attention(q, k, v, mask=m)
+        fused, no_weights = scaled_dot_product_attention(q, k, v, mask=m, need_weights=False)
+        assert weights is not None and no_weights is None
+        torch.testing.assert_close(fused, readable)
+        assert not fused.isnan().any()

@@ -33,7 +33,8 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     *,
     scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    need_weights: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``softmax(query @ keyᵀ / √d_k) @ value``: every query takes a weighted average of the values.
 
     Shapes: ``query`` (…, T_q, d_k), ``key`` (…, T_k, d_k), ``value`` (…, T_k, d_v); the leading dimensions
@@ -50,20 +51,38 @@ def scaled_dot_product_attention(
     the returned weights are the ones used. Pass ``dropout_p > 0`` only while training (e.g.
     ``dropout_p=self.p if self.training else 0.0``), as with PyTorch's function. ``scale`` (keyword only)
     replaces the default ``1/√d_k``.
+
+    ``need_weights=False`` (keyword only) returns ``(output, None)`` and lets PyTorch's fused kernel
+    ``F.scaled_dot_product_attention`` do the work, as ``nn.MultiheadAttention`` does; the readable path below is
+    still taken when a boolean mask leaves some query with no key (the fused kernel gives NaN there).
     """
     _check_shapes(query, key, value)
+    if not need_weights and _fused_kernel_gives_the_same(mask):
+        output = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+        return output, None
     d_k = query.shape[-1]
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    scores = query @ key.transpose(-2, -1) * scale  # (…, T_q, T_k)
-    if mask is not None:
+    scores = (query * scale) @ key.transpose(-2, -1)  # (…, T_q, T_k); scaling q is cheaper than the scores
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)  # (…, T_q, T_k); the fused equal of softmax() above
+    else:
         scores = _apply_mask(scores, mask)
-    blocked_rows = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (…, T_q, 1): no key allowed
-    scores = scores.masked_fill(blocked_rows, 0.0)  # a finite row, so softmax gives no NaN
-    weights = softmax(scores, dim=-1).masked_fill(blocked_rows, 0.0)  # (…, T_q, T_k)
+        blocked_rows = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (…, T_q, 1): no key allowed
+        scores = scores.masked_fill(blocked_rows, 0.0)  # a finite row, so softmax gives no NaN
+        weights = torch.softmax(scores, dim=-1).masked_fill(blocked_rows, 0.0)  # (…, T_q, T_k)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
     output = weights @ value  # (…, T_q, d_v)
-    return output, weights
+    return output, (weights if need_weights else None)
+
+
+def _fused_kernel_gives_the_same(mask: torch.Tensor | None) -> bool:
+    """True unless a boolean mask blocks every key of some query (where PyTorch's kernel returns NaN, ours 0)."""
+    if mask is None:
+        return True
+    if mask.dtype != torch.bool:
+        return False  # float masks keep the readable path, which validates them
+    return bool(mask.any(dim=-1).all())
 
 
 def _check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .attention import scaled_dot_product_attention
@@ -104,14 +103,11 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             self._check_mask(mask, q.shape[0], q.shape[2], k.shape[2])
         dropout_p = self.dropout if self.training else 0.0
-        if need_weights or (mask is not None and not mask.any(dim=-1).all()):
-            # the readable path; also taken when some query has no allowed key (the fused kernel gives NaN there)
-            attended, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
-        else:
-            attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-            weights = None
+        attended, weights = scaled_dot_product_attention(  # (batch, heads, T_q, d_head), weights or None
+            q, k, v, mask=mask, dropout_p=dropout_p, need_weights=need_weights
+        )
         output = self.out_proj(merge_heads(attended))  # (batch, T_q, d_model)
-        return output, (weights if need_weights else None)
+        return output, weights
 
     def _check_inputs(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
         shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
