@@ -145,7 +145,7 @@ def _kill_leftover_kernels(runtime_dir: Path) -> None:
             continue
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     """JupyterLab from the course's environment on 127.0.0.1, with a token, serving a temporary copy of notebooks/."""
     base = tmp_path_factory.mktemp("jupyterlab")
@@ -179,7 +179,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         _stop_server(server, process, runtime_dir)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Headless Chromium driven by Playwright; skipped (failed on CI) when either is missing."""
     executable = find_chromium()
