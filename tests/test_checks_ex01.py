@@ -2,18 +2,10 @@
 
 import torch
 
+from check_helpers import assert_rejected_with, stub
 from transformer_lib import cosine_similarity, most_similar_word
 from transformer_lib.checks import ex01_similarity as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
-
-
-def stub(*args):
-    raise NotImplementedError()
-
-
-def assert_rejected_with(result, text):
-    assert not result.ok
-    assert any(text in line for line in result.lines), result.lines
 
 
 def test_every_check_reports_a_stub_as_not_attempted(capsys):

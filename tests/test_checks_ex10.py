@@ -2,17 +2,9 @@
 
 import torch
 
+from check_helpers import assert_rejected_with, stub
 from transformer_lib.checks import ex10_decoding as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
-
-
-def stub(*args):
-    raise NotImplementedError()
-
-
-def assert_rejected_with(result, text):
-    assert not result.ok
-    assert any(text in line for line in result.lines), result.lines
 
 
 def greedy(model, src, bos_id, eos_id, max_len, stop_at_eos=True):
