@@ -119,7 +119,13 @@ def save_and_read(page, lab_server, name: str) -> dict:
     while path.stat().st_mtime_ns == written_before and time.monotonic() < deadline:
         time.sleep(0.1)  # polling the file JupyterLab writes; no page element tells when it is on disk
     assert path.stat().st_mtime_ns != written_before, f"{name}: JupyterLab did not save the notebook"
-    return json.loads(path.read_text())
+    while True:  # the file may still be half written when its time changes
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def error_outputs(notebook: dict) -> list[str]:
