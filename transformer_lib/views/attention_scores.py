@@ -82,6 +82,7 @@ def attention_scores_widget(
             plt.close(fig)
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

@@ -74,6 +74,7 @@ def sampling_widget(logits: torch.Tensor, token_labels: Sequence[str], temperatu
             plt.close(fig)
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

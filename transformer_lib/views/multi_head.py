@@ -63,6 +63,7 @@ def head_widget(weights: torch.Tensor, words: Sequence[str], query: str | None =
             plt.close(fig)
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

@@ -72,6 +72,7 @@ def positional_encoding_widget(position: int = 3, d_model: int = 16, max_offset:
             plt.close(fig)
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

@@ -76,6 +76,7 @@ def attention_heatmap_widget(
             plt.close(fig)
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

@@ -67,6 +67,7 @@ def attention_memory_widget(length: int = 4096, chunk_size: int = 256, heads: in
         )
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

@@ -74,6 +74,7 @@ def vector_angle_widget(angle: float = 60.0, length_a: float = 2.0, length_b: fl
         plot.value = _draw_arrows(a, b, box.state)
 
     for control in controls.values():
+        control.style.description_width = "initial"  # the whole label, not "temperat…"
         control.observe(update, names="value")
     update()
     return box

@@ -27,7 +27,8 @@ def softmax_temperature_widget(
         raise ValueError(f"need one score per word: got {len(scores)} scores and {len(words)} words.")
     controls = {
         "temperature": widgets.FloatLogSlider(
-            value=temperature, base=10, min=-1, max=1, step=0.05, description="temperature"
+            value=temperature, base=10, min=-1, max=1, step=0.05, description="temperature",
+            style={"description_width": "initial"},  # the whole label, not "temperat…"
         )
     }
     readout = widgets.HTML()
