@@ -19,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 VENV_DIR = ROOT / ".venv"
-TEST_REQUIREMENTS = "requirements-test.txt"  # only what the test command needs beyond the learner's environment
+TEST_REQUIREMENTS = "requirements-test.txt"  # test tools, beyond the learner's environment
+COMMANDS_NEEDING_TEST_TOOLS = ("test", "screenshots")
 FIRST_LESSON = Path("notebooks") / "00_start_here.ipynb"
 MIN_PYTHON = (3, 10)
 
@@ -92,7 +93,7 @@ def choose_python(use_current: bool, command: str) -> Path:
         say(f"using the current interpreter {sys.executable} (no virtual environment)")
         return Path(sys.executable)
     requirement_files = ["requirements.txt"]
-    if command == "test" and (ROOT / TEST_REQUIREMENTS).exists():
+    if command in COMMANDS_NEEDING_TEST_TOOLS and (ROOT / TEST_REQUIREMENTS).exists():
         requirement_files.append(TEST_REQUIREMENTS)
     return ensure_environment(tuple(requirement_files))
 
@@ -132,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("exercises", add_help=False,
                         help="generate exercises/ from solutions/ (never overwrites a student's edits)")
     commands.add_parser("grade", add_help=False, help="grade submitted exercise notebooks into a gradebook (teachers)")
+    commands.add_parser("screenshots", add_help=False,
+                        help="refresh the README's pictures in docs/screenshots/ with Chromium (maintainers)")
     return parser
 
 

@@ -7,7 +7,7 @@ import sys
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m course_tools {test,execute,exercises,grade} [args]", file=sys.stderr)
+        print("usage: python -m course_tools {test,execute,exercises,grade,screenshots} [args]", file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
     if command == "test":
@@ -18,6 +18,8 @@ def main(argv: list[str]) -> int:
         from .exercises import main as run
     elif command == "grade":
         from .grade import main as run
+    elif command == "screenshots":
+        from .screenshots import main as run
     else:
         print(f"unknown command {command!r}; try: python3 course.py --help", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from nbclient import NotebookClient
 
 from . import EXERCISES_DIR, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .notebook_files import clean_metadata, notebooks_in, read_notebook, write_notebook
+from .notebook_matrix import CHECKPOINTS_VARIABLE
 
 CELL_TIMEOUT_S = 600
 
@@ -54,9 +56,13 @@ def resolve_targets(names: list[str]) -> list[Path]:
 
 def main(names: list[str]) -> int:
     os.environ.update(EXECUTION_ENV)
-    for path in resolve_targets(names):
-        shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-        print(f"[course] executing {shown} …", flush=True)
-        seconds = execute_notebook(path)
-        print(f"[course]   done in {seconds:.1f} s", flush=True)
+    # A fresh checkpoint folder: lesson 10 then reads the model lesson 09 trained in this run (or trains its own),
+    # never one that an older library version left in checkpoints/.
+    with tempfile.TemporaryDirectory(prefix="course-checkpoints-") as checkpoints:
+        os.environ[CHECKPOINTS_VARIABLE] = checkpoints
+        for path in resolve_targets(names):
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            print(f"[course] executing {shown} …", flush=True)
+            seconds = execute_notebook(path)
+            print(f"[course]   done in {seconds:.1f} s", flush=True)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 
 from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .browser import install_chromium_on_ci
+from .notebook_matrix import MATRIX_VARIABLE, describe
 
 STEPS = ("lint", "unit", "notebooks")
 
@@ -26,17 +28,40 @@ def device_problem(device: str) -> str | None:
     return None
 
 
-def step_commands(args: argparse.Namespace) -> dict[str, list[str]]:
+# The notebook step runs every notebook once per setting, against the same stored outputs (CONTRIBUTING.md, "What
+# the notebook tests compare"): the machine's own CPU kernels and thread count, and PyTorch's portable kernels on
+# one thread, which sum in another order. A stored output that passes both does not hang on this machine's CPU.
+NATIVE = ("native kernels", {"OMP_WAIT_POLICY": "PASSIVE"})
+PORTABLE = ("portable kernels, one thread", {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"})
+HARDWARE_VARIABLES = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def notebook_matrix(environ: dict[str, str] = os.environ) -> list[tuple[str, dict[str, str]]]:
+    """The settings to run: the matrix, or only the caller's own when they set a hardware variable themselves."""
+    chosen = {name: environ[name] for name in HARDWARE_VARIABLES if name in environ}
+    return [("as you set it", chosen)] if chosen else [NATIVE, PORTABLE]
+
+
+def notebook_command(paths: list[str], matrix: list[tuple[str, dict[str, str]]]) -> tuple[list[str], dict[str, str]]:
+    """The pytest command and environment that validate ``paths`` with nbval once per setting of ``matrix``."""
+    command = [
+        sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout", "600",
+        "--nbval-sanitize-with", str(ROOT / "course_tools" / "nbval_sanitize.cfg"),
+        "-p", "course_tools.notebook_matrix", "-p", "course_tools.notebook_timing", "-p", "no:cacheprovider", "-q",
+    ]
+    if len(matrix) > 1:  # one xdist worker per setting, each running every notebook
+        command += ["-n", str(len(matrix)), "--dist", "each"]
+    return [*command, *paths], {**os.environ, MATRIX_VARIABLE: json.dumps(matrix)}
+
+
+def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, str]]]:
     python = sys.executable
     notebook_dirs = [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
     return {
-        "lint": [python, "-m", "ruff", "check", "."],
-        "unit": [python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *args.pytest_args],
-        "notebooks": [
-            python, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout", "600",
-            "--nbval-sanitize-with", str((ROOT / "course_tools" / "nbval_sanitize.cfg").relative_to(ROOT)),
-            "-p", "course_tools.notebook_timing", "-p", "no:cacheprovider", "-q", *notebook_dirs,
-        ],
+        "lint": ([python, "-m", "ruff", "check", "."], dict(os.environ)),
+        "unit": ([python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *args.pytest_args],
+                 dict(os.environ)),
+        "notebooks": notebook_command(notebook_dirs, notebook_matrix()),
     }
 
 
@@ -61,14 +86,17 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("PYTHONHASHSEED", "0")
 
     results: dict[str, tuple[int, float]] = {}
-    for name, command in step_commands(args).items():
+    for name, (command, env) in step_commands(args).items():
         if args.only and name not in args.only:
             continue
         if name == "unit":
             install_chromium_on_ci()  # the browser test in tests/browser/ needs it; on CI a missing browser fails
         print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
+        if name == "notebooks":
+            print("[course]    against the stored outputs, once per setting: "
+                  + "; ".join(describe(*leg) for leg in notebook_matrix()), flush=True)
         started = time.perf_counter()
-        code = subprocess.call(command, cwd=ROOT)
+        code = subprocess.call(command, cwd=ROOT, env=env)
         results[name] = (code, time.perf_counter() - started)
 
     print("\n[course] summary")

@@ -135,9 +135,10 @@ def test_execute_accepts_lessons_and_solutions(course_folders):
 def test_the_test_command_only_reads():
     """`course.py test` lints without fixing and validates notebooks without rewriting them."""
     commands = testrun.step_commands(argparse.Namespace(pytest_args=[]))
-    lint = commands["lint"]
+    lint, _ = commands["lint"]
+    notebooks, _ = commands["notebooks"]
     assert lint[1:4] == ["-m", "ruff", "check"] and not any("fix" in part or "format" in part for part in lint)
-    assert "--nbval" in commands["notebooks"] and not any("overwrite" in part for part in commands["notebooks"])
+    assert "--nbval" in notebooks and not any("overwrite" in part for part in notebooks)
 
 
 def test_grading_keeps_the_previous_gradebook(tmp_path):

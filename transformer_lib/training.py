@@ -6,6 +6,7 @@ Shape legend: batch, S = source length, T = target length, V = target vocabulary
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -187,6 +188,20 @@ def exact_match(model: Transformer, task: TranslationTask, split: str = "test", 
 def save_checkpoint(model: Transformer, path: str | Path) -> None:
     """Save the weights (state dict) and the ``TransformerConfig`` needed to rebuild the model."""
     torch.save({"config": asdict(model.config), "state_dict": model.state_dict()}, path)
+
+
+CHECKPOINTS_VARIABLE = "TRANSFORMER_LIB_CHECKPOINTS"
+
+
+def lesson_checkpoint(name: str) -> Path:
+    """Where lessons keep a trained model for later lessons: ``checkpoints/NAME.pt`` in the course folder.
+
+    Lessons run in ``notebooks/``, so that is ``../checkpoints`` (git-ignored). ``$TRANSFORMER_LIB_CHECKPOINTS``
+    names another folder: the test command gives each of its runs a fresh one, so no run reads a model that an
+    earlier run, another library version or other CPU kernels trained.
+    """
+    folder = Path(os.environ.get(CHECKPOINTS_VARIABLE, Path("..") / "checkpoints"))
+    return folder / f"{name}.pt"
 
 
 def load_checkpoint(path: str | Path, device: torch.device | str | None = None) -> Transformer:

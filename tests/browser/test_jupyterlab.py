@@ -1,36 +1,70 @@
-"""The lessons as a learner sees them: JupyterLab in Chromium, "Run All Cells" from the menu, widgets that render
-and react to their sliders. Screenshots go to docs/screenshots/ for the README.
+"""What only a browser can show: JupyterLab opens a lesson, "Run All Cells" from the menu runs it, and every widget
+the lessons build is drawn and reacts to its slider.
 
-Run just this test with ``.venv/bin/python -m pytest tests/browser -q``.
+Whether each lesson's cells run and print what they should is nbval's job (the notebook step); here lesson 00 runs
+as a learner would run it, and every widget builder the lessons call is drawn once in a gallery notebook, so no
+lesson is executed twice. Screenshots go to the git-ignored ``build/screenshots/``; ``python3 course.py screenshots``
+refreshes the README's pictures in ``docs/screenshots/`` (the one test here that writes there, and only then).
+
+Run just this module with ``.venv/bin/python -m pytest tests/browser -q``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from course_tools import NOTEBOOKS_DIR, ROOT
-from course_tools.notebook_files import notebooks_in, read_notebook
+from course_tools.notebook_files import clean_metadata, notebooks_in, read_notebook, write_notebook
+from course_tools.screenshots import README_SCREENSHOTS_VARIABLE
 
-SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
-TRAINING_LESSON = "09_training"  # no widget, but its training plot is worth a look in the browser and the README
-TRAINING_PLOT_CALL = "plot_loss_curves("  # the cell that draws it
-WIDGET_BUILDER_CALL = re.compile(r"\b\w+_widget\(")  # the lessons' widget builders are all named *_widget
+SCREENSHOTS_DIR = ROOT / "build" / "screenshots"  # git-ignored: a test run leaves the checkout as it was
+README_PICTURES = {"00_start_here": "window", "03_queries_keys_values": "widget", "09_training": "plot"}
+FIRST_LESSON = "00_start_here"
+TRAINING_PLOT_CALL = "plot_loss_curves("  # the cell of lesson 09 that draws its README picture
+WIDGET_BUILDER_CALL = re.compile(r"\b(\w+_widget)\(")  # the lessons' widget builders are all named *_widget
+GALLERY_NAME = "widget_gallery"
+# One call per widget builder, with small inputs: what a widget looks like and does does not depend on the lesson's
+# data. test_the_gallery_has_every_widget_the_lessons_build keeps this in step with the lessons.
+GALLERY = {
+    "softmax_temperature_widget": ("transformer_lib.views.start", "softmax_temperature_widget()"),
+    "vector_angle_widget": ("transformer_lib.views.similarity", "vector_angle_widget()"),
+    "attention_scores_widget": ("transformer_lib.views.attention_scores",
+                                'attention_scores_widget(["cat", "dog", "car"], torch.eye(3), query_word="cat")'),
+    "attention_heatmap_widget": ("transformer_lib.views.qkv",
+                                 'attention_heatmap_widget(["a", "b", "c"], torch.randn(3, 4), torch.randn(3, 4))'),
+    "positional_encoding_widget": ("transformer_lib.views.positions", "positional_encoding_widget()"),
+    "masking_widget": ("transformer_lib.views.masking", "masking_widget()"),
+    "head_widget": ("transformer_lib.views.multi_head",
+                    'head_widget(torch.randn(2, 3, 3).softmax(-1), ["a", "b", "c"])'),
+    "sampling_widget": ("transformer_lib.views.decoding", 'sampling_widget(torch.randn(6), list("abcdef"))'),
+    "attention_memory_widget": ("transformer_lib.views.scaling", "attention_memory_widget()"),
+}
 
 
-def builds_widget(path: Path) -> bool:
+def widget_builders_called(path: Path) -> set[str]:
     cells = read_notebook(path).cells
-    return any(cell.cell_type == "code" and WIDGET_BUILDER_CALL.search(cell.source) for cell in cells)
+    return {name for cell in cells if cell.cell_type == "code" for name in WIDGET_BUILDER_CALL.findall(cell.source)}
 
 
-def browser_lessons() -> list[str]:
-    """Lesson 00, every lesson that calls a widget builder, and the training lesson (those that exist)."""
-    return [path.stem for path in notebooks_in(NOTEBOOKS_DIR)
-            if path.stem in ("00_start_here", TRAINING_LESSON) or builds_widget(path)]
+def gallery_notebook() -> nbformat.NotebookNode:
+    """A notebook that imports every widget builder and calls each once, one cell per widget."""
+    imports = "\n".join(f"from {module} import {name}" for name, (module, _) in GALLERY.items())
+    cells = [nbformat.v4.new_code_cell(f"import torch\n\n{imports}\n\ntorch.manual_seed(0)")]
+    cells += [nbformat.v4.new_code_cell(call) for _, call in GALLERY.values()]
+    return clean_metadata(nbformat.v4.new_notebook(cells=cells))  # the lessons' kernelspec: no kernel dialog
+
+
+def test_the_gallery_has_every_widget_the_lessons_build():
+    called = set().union(*(widget_builders_called(path) for path in notebooks_in(NOTEBOOKS_DIR)))
+    assert called, "the lessons call no widget builder: has the naming convention (*_widget) changed?"
+    assert called <= set(GALLERY), f"add these builders to GALLERY: {sorted(called - set(GALLERY))}"
 
 
 SLIDER_HANDLE = ".noUi-handle"  # ipywidgets 8 draws its sliders with noUiSlider
@@ -108,9 +142,9 @@ def run_all_cells(page) -> None:
         pytest.fail(f"the cells had not all run after {RUN_ALL_TIMEOUT_MS // 1000} s; their prompts: {prompts}")
 
 
-def save_and_read(page, lab_server, name: str) -> dict:
-    """Save the notebook from the UI (Ctrl+S) and read the copy JupyterLab wrote once the file has changed."""
-    path = lab_server.root_dir / "notebooks" / f"{name}.ipynb"
+def save_and_read(page, path: Path) -> dict:
+    """Save the notebook from the UI (Ctrl+S) and read the copy JupyterLab wrote at ``path`` once it has changed."""
+    name = path.stem
     written_before = path.stat().st_mtime_ns
     page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
     page.keyboard.press("Escape")
@@ -153,58 +187,91 @@ def move_first_slider(page, widget) -> bool:
     return False
 
 
-@pytest.mark.parametrize("name", browser_lessons())
-def test_lesson_runs_in_jupyterlab_and_its_widgets_respond(browser, lab_server, page, name):
-    # `browser` comes first: without one the test skips before JupyterLab is started.
-    page.goto(lab_server.lab_url(f"notebooks/{name}.ipynb"))
+def open_and_run_all(page, lab_server, relative_path: str) -> dict:
+    """Open a notebook in JupyterLab, start its kernel, run every cell from the menu; return the saved notebook."""
+    page.goto(lab_server.lab_url(relative_path))
     page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for()
     start_kernel(page)
     run_all_cells(page)
-
-    notebook = save_and_read(page, lab_server, name)
+    name = Path(relative_path).stem
+    notebook = save_and_read(page, lab_server.root_dir / relative_path)
     assert error_outputs(notebook) == [], f"{name} raised in JupyterLab"
     code_cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
     assert all(cell["execution_count"] for cell in code_cells), f"{name}: not every cell ran"
+    return notebook
 
-    expected_widgets = sum(WIDGET_MIME in out.get("data", {}) for cell in code_cells for out in cell["outputs"])
+
+def drawn_widgets(page, notebook: dict, name: str):
+    """The widget views JupyterLab drew, after checking there is one for every widget the kernel showed."""
+    expected = sum(WIDGET_MIME in out.get("data", {}) for cell in notebook["cells"] if cell["cell_type"] == "code"
+                   for out in cell["outputs"])
     # A rendered widget view is an output holding the widget's own DOM; a failed one holds only text.
     widgets = page.locator(".jp-OutputArea-output:has(> .jupyter-widgets)")
     drawn = widgets.count()
-    assert drawn == expected_widgets, f"{name}: the kernel showed {expected_widgets} widgets, JupyterLab drew {drawn}"
-    for index in range(expected_widgets):
+    assert drawn == expected, f"{name}: the kernel showed {expected} widgets, JupyterLab drew {drawn}"
+    for index in range(expected):
         assert "Loading widget" not in widgets.nth(index).inner_text()
     reprs = [text for text in page.locator(".jp-OutputArea-output[data-mime-type='text/plain']").all_inner_texts()
              if WIDGET_REPR.match(text)]
     assert reprs == [], f"{name}: widgets shown as text, not rendered"
-
-    # Progress bars (tqdm) are widgets too; the lessons' own widgets are the ones with sliders.
-    with_sliders = widgets.filter(has=page.locator(SLIDER_HANDLE))
-    if builds_widget(NOTEBOOKS_DIR / f"{name}.ipynb"):
-        assert with_sliders.count() > 0, f"{name} builds a widget, but no slider was drawn"
-    moved = [move_first_slider(page, with_sliders.nth(index)) for index in range(with_sliders.count())]
-    assert all(moved), f"{name}: moving a slider did not change what these widgets display: {moved}"
-    save_screenshots(page, name, with_sliders)
+    return widgets.filter(has=page.locator(SLIDER_HANDLE))  # progress bars are widgets too; ours have sliders
 
 
-def save_screenshots(page, name: str, widgets) -> None:
-    """The window at the top of lesson 00; per lesson, its first of ``widgets``, else its training or last plot."""
-    SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
-    wait_until_settled(page)
-    if name == "00_start_here":
-        title = page.locator(".jp-Cell").first.locator("h1")
-        title.scroll_into_view_if_needed()
-        title.wait_for(state="visible")
-        wait_for_paint(page)  # cells scrolled back into view are drawn on the next frames
-        page.screenshot(path=SCREENSHOTS_DIR / f"{name}.png")
-    if widgets.count():
-        feature, kind = widgets.first, "widget"
+def test_lesson_00_runs_from_the_menu_and_its_widget_responds(browser, lab_server, page):
+    # `browser` comes first: without one the test skips before JupyterLab is started.
+    notebook = open_and_run_all(page, lab_server, f"notebooks/{FIRST_LESSON}.ipynb")
+    with_sliders = drawn_widgets(page, notebook, FIRST_LESSON)
+    assert with_sliders.count() > 0, f"{FIRST_LESSON} builds a widget, but no slider was drawn"
+    assert move_first_slider(page, with_sliders.first), "moving the slider did not change what the widget displays"
+    screenshot_window(page, SCREENSHOTS_DIR / f"{FIRST_LESSON}.png")
+
+
+def test_every_widget_renders_and_responds(browser, lab_server, page):
+    write_notebook(gallery_notebook(), lab_server.root_dir / f"{GALLERY_NAME}.ipynb")
+    notebook = open_and_run_all(page, lab_server, f"{GALLERY_NAME}.ipynb")
+    with_sliders = drawn_widgets(page, notebook, GALLERY_NAME)
+    assert with_sliders.count() == len(GALLERY), f"{len(GALLERY)} widgets built, {with_sliders.count()} with sliders"
+    moved = {name: move_first_slider(page, with_sliders.nth(index)) for index, name in enumerate(GALLERY)}
+    assert all(moved.values()), f"moving a slider did not change what these widgets display: {moved}"
+    for index, name in enumerate(GALLERY):
+        screenshot_element(page, with_sliders.nth(index), SCREENSHOTS_DIR / f"{name}.png")
+
+
+@pytest.mark.skipif(README_SCREENSHOTS_VARIABLE not in os.environ,
+                    reason="refreshes the README's pictures: run `python3 course.py screenshots`")
+@pytest.mark.parametrize("name", sorted(README_PICTURES))
+def test_readme_pictures(browser, lab_server, page, name):
+    folder = Path(os.environ[README_SCREENSHOTS_VARIABLE])
+    open_and_run_all(page, lab_server, f"notebooks/{name}.ipynb")
+    kind = README_PICTURES[name]
+    if kind == "window":
+        screenshot_window(page, folder / f"{name}.png")
+        return
+    if kind == "widget":
+        feature = page.locator(".jp-OutputArea-output:has(> .jupyter-widgets)").filter(
+            has=page.locator(SLIDER_HANDLE)).first
     else:
-        cells_with_plots = page.locator(".jp-CodeCell", has=page.locator(".jp-OutputArea-output img"))
-        training_plot = cells_with_plots.filter(has_text=TRAINING_PLOT_CALL)
-        cell = training_plot if training_plot.count() else cells_with_plots.last
-        feature, kind = cell.locator(".jp-OutputArea-output img").last, "plot"
-    if feature.count():
-        page.set_viewport_size({"width": 1280, "height": 1600})  # room for a tall widget inside the notebook panel
-        feature.scroll_into_view_if_needed()
-        wait_for_paint(page)
-        feature.screenshot(path=SCREENSHOTS_DIR / f"{name}-{kind}.png")
+        plot_cell = page.locator(".jp-CodeCell", has=page.locator(".jp-OutputArea-output img")).filter(
+            has_text=TRAINING_PLOT_CALL)
+        feature = plot_cell.locator(".jp-OutputArea-output img").last
+    screenshot_element(page, feature, folder / f"{name}-{kind}.png")
+
+
+def screenshot_window(page, path: Path) -> None:
+    """The window scrolled to the notebook's title."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wait_until_settled(page)
+    title = page.locator(".jp-Cell").first.locator("h1")
+    title.scroll_into_view_if_needed()
+    title.wait_for(state="visible")
+    wait_for_paint(page)  # cells scrolled back into view are drawn on the next frames
+    page.screenshot(path=path)
+
+
+def screenshot_element(page, element, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wait_until_settled(page)
+    page.set_viewport_size({"width": 1280, "height": 1600})  # room for a tall widget inside the notebook panel
+    element.scroll_into_view_if_needed()
+    wait_for_paint(page)
+    element.screenshot(path=path)

@@ -1,0 +1,84 @@
+"""A pytest plugin that runs the notebook validation once per hardware setting, against the same stored outputs.
+
+`course.py test` starts pytest-xdist with one worker per setting and ``--dist each``, so every worker runs every
+notebook; this plugin gives each worker its setting before any kernel starts (kernels inherit the environment).
+A setting is a name and the environment variables that make it, e.g. PyTorch's portable CPU kernels on one thread:
+``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``. Each setting also gets its own empty checkpoint folder, so no run
+loads a model that an earlier run, another library version or other kernels trained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+
+import pytest
+
+MATRIX_VARIABLE = "COURSE_NOTEBOOK_MATRIX"  # JSON: [[name, {variable: value}], ...], one per xdist worker
+CHECKPOINTS_VARIABLE = "TRANSFORMER_LIB_CHECKPOINTS"  # read by transformer_lib.training.lesson_checkpoint
+LEG_PROPERTY = "hardware setting"
+
+_leg_name = ""
+_checkpoints = ""
+_failures: defaultdict[str, list[str]] = defaultdict(list)
+
+
+def describe(name: str, variables: dict[str, str]) -> str:
+    shown = " ".join(f"{key}={value}" for key, value in variables.items())
+    return f"{name} ({shown})" if shown else name
+
+
+def _worker_index(config: pytest.Config) -> int:
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0")  # "gw3" under xdist; no xdist: the first
+    return int(worker.removeprefix("gw"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _leg_name, _checkpoints
+    matrix = json.loads(os.environ.get(MATRIX_VARIABLE, "[]"))
+    if not matrix or (len(matrix) > 1 and not hasattr(config, "workerinput")):
+        return  # the xdist controller (or no matrix): its workers run the notebooks
+    name, variables = matrix[_worker_index(config)]
+    os.environ.update(variables)
+    _checkpoints = tempfile.mkdtemp(prefix="course-checkpoints-")
+    os.environ[CHECKPOINTS_VARIABLE] = _checkpoints
+    _leg_name = describe(name, variables)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _checkpoints:
+        shutil.rmtree(_checkpoints, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if _leg_name:
+        report.user_properties.append((LEG_PROPERTY, _leg_name))
+        if report.failed:
+            report.sections.append((LEG_PROPERTY, _leg_name))
+
+
+def leg_of(report) -> str:
+    return dict(report.user_properties).get(LEG_PROPERTY, "")
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.failed:
+        _failures[leg_of(report)].append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not _failures:
+        return
+    terminalreporter.section("failures per hardware setting")
+    for leg, nodeids in sorted(_failures.items()):
+        terminalreporter.write_line(f"{leg or 'this machine'}: {len(nodeids)} failed")
+        for nodeid in nodeids:
+            terminalreporter.write_line(f"    {nodeid}")
+    terminalreporter.write_line("To rerun one setting alone, set its variables yourself, e.g. "
+                                "ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 python3 course.py test --only notebooks")
