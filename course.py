@@ -98,16 +98,31 @@ def choose_python(use_current: bool, command: str) -> Path:
     return ensure_environment(tuple(requirement_files))
 
 
+def running_as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def lab_command(python: Path, extra: list[str], as_root: bool) -> list[str]:
+    """The `jupyter lab` command line: localhost only, lesson 00 first; as root (a container), --allow-root."""
+    command = [str(python), "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}",
+               f"--LabApp.default_url=/lab/tree/{FIRST_LESSON.as_posix()}", *extra]
+    if as_root and "--allow-root" not in extra:
+        command.append("--allow-root")
+    return command
+
+
 def command_lab(python: Path, extra: list[str]) -> int:
     if any(arg.replace(" ", "") in ("--ServerApp.token=", "--IdentityProvider.token=", "--NotebookApp.token=")
            for arg in extra):
         sys.exit("[course] refusing to start JupyterLab without a token: anyone on your network could run code.")
+    if running_as_root():
+        say("running as root (a container?): JupyterLab gets --allow-root; it still listens on 127.0.0.1 only, "
+            "with a token")
     say(f"starting JupyterLab on {FIRST_LESSON.as_posix()} (stop it with Ctrl-C)")
-    command = [python, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}",
-               f"--LabApp.default_url=/lab/tree/{FIRST_LESSON.as_posix()}", *extra]
+    command = lab_command(python, extra, running_as_root())
     if os.name == "posix":  # become JupyterLab, so Ctrl-C and signals reach the server itself
         os.chdir(ROOT)
-        os.execv(str(python), [str(part) for part in command])
+        os.execv(command[0], command)
     try:
         return run(command)
     except KeyboardInterrupt:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from nbclient import NotebookClient
 
-from . import EXERCISES_DIR, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
+from . import CHECKPOINTS_VARIABLE, EXERCISES_DIR, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .notebook_files import clean_metadata, notebooks_in, read_notebook, write_notebook
-from .notebook_matrix import CHECKPOINTS_VARIABLE
 
 CELL_TIMEOUT_S = 600
 

@@ -17,8 +17,9 @@ from collections import defaultdict
 
 import pytest
 
+from . import CHECKPOINTS_VARIABLE
+
 MATRIX_VARIABLE = "COURSE_NOTEBOOK_MATRIX"  # JSON: [[name, {variable: value}], ...], one per xdist worker
-CHECKPOINTS_VARIABLE = "TRANSFORMER_LIB_CHECKPOINTS"  # read by transformer_lib.training.lesson_checkpoint
 LEG_PROPERTY = "hardware setting"
 
 _leg_name = ""

@@ -14,6 +14,7 @@ from .browser import install_chromium_on_ci
 from .notebook_matrix import MATRIX_VARIABLE, describe
 
 STEPS = ("lint", "unit", "notebooks")
+MAX_UNIT_WORKERS = 4  # each worker imports torch and starts kernels: more rarely pays on a laptop
 
 
 def device_problem(device: str) -> str | None:
@@ -49,9 +50,11 @@ def notebook_command(paths: list[str], matrix: list[tuple[str, dict[str, str]]])
         "--nbval-sanitize-with", str(ROOT / "course_tools" / "nbval_sanitize.cfg"),
         "-p", "course_tools.notebook_matrix", "-p", "course_tools.notebook_timing", "-p", "no:cacheprovider", "-q",
     ]
-    if len(matrix) > 1:  # one xdist worker per setting, each running every notebook
+    env = {**os.environ, MATRIX_VARIABLE: json.dumps(matrix)}
+    if len(matrix) > 1:  # one xdist worker per setting, each running every notebook, each from a clean slate
         command += ["-n", str(len(matrix)), "--dist", "each"]
-    return [*command, *paths], {**os.environ, MATRIX_VARIABLE: json.dumps(matrix)}
+        env = {name: value for name, value in env.items() if name not in HARDWARE_VARIABLES}
+    return [*command, *paths], env
 
 
 def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -59,8 +62,9 @@ def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[s
     notebook_dirs = [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
     return {
         "lint": ([python, "-m", "ruff", "check", "."], dict(os.environ)),
-        "unit": ([python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", *args.pytest_args],
-                 dict(os.environ)),
+        # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server).
+        "unit": ([python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-n", "auto", "--maxprocesses",
+                  str(MAX_UNIT_WORKERS), "--dist", "loadfile", *args.pytest_args], dict(os.environ)),
         "notebooks": notebook_command(notebook_dirs, notebook_matrix()),
     }
 

@@ -1,48 +1,67 @@
-"""The notebook validation really compares outputs: one changed number in a stored output makes it fail."""
+"""The notebook step really compares outputs, under every hardware setting of its matrix.
 
-import re
-import shutil
+Each test stores the outputs of a tiny notebook with the course's own executor, then validates it with the exact
+command the notebook step runs (`course_tools.testrun.notebook_command`): a changed stored number fails, and so does
+an output that depends on PyTorch's CPU kernels.
+"""
+
+import os
 import subprocess
 import sys
 
 import nbformat
+import pytest
 
-from course_tools import NOTEBOOKS_DIR
+from course_tools.execute import execute_notebook
+from course_tools.testrun import NATIVE, PORTABLE, notebook_command
 
-LESSON = NOTEBOOKS_DIR / "01_similarity.ipynb"
+ROBUST = ["print(sum(range(10)))",
+          "import torch\nprint(f'{torch.tensor([0.1, 0.2], dtype=torch.float64).sum().item():.3f}')"]
+# A float32 sum of a million numbers, printed in full: vectorised kernels add in another order than portable ones.
+KERNEL_DEPENDENT = ["import torch\n"
+                    "x = torch.randn(1_000_003, generator=torch.Generator().manual_seed(0))\n"
+                    "print(x.sum().item())"]
 
 
-def _run_nbval(path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider", "-q",
-               "--rootdir", str(path.parent), str(path)]
-    return subprocess.run(command, cwd=path.parent, capture_output=True, text=True, timeout=600)
+def stored_notebook(folder, sources: list[str]):
+    """A notebook with ``sources`` as code cells and the outputs of one run on this machine's native kernels."""
+    folder.mkdir()
+    path = folder / "tiny.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources]), path)
+    execute_notebook(path)
+    return path
 
 
-def _change_one_stored_number(nb) -> str:
-    for cell in nb.cells:
-        if cell.cell_type != "code" or "nbval-ignore-output" in cell.metadata.get("tags", []):
-            continue
-        for out in cell.outputs:
-            if out.output_type == "stream" and re.search(r"\d", out.text):
-                match = re.search(r"\d", out.text)
-                digit = match.group()
-                new_digit = str((int(digit) + 1) % 10)
-                out.text = out.text[: match.start()] + new_digit + out.text[match.end():]
-                return f"{digit} -> {new_digit} in {out.text[:60]!r}"
-    raise AssertionError("no compared stream output with a number found")
+def validate(path, matrix) -> subprocess.CompletedProcess:
+    command, env = notebook_command([str(path)], matrix)
+    return subprocess.run([*command, "--rootdir", str(path.parent)], cwd=path.parent, env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_a_changed_number_fails_validation(tmp_path):
-    untouched = tmp_path / "untouched" / LESSON.name
-    changed = tmp_path / "changed" / LESSON.name
-    for target in (untouched, changed):
-        target.parent.mkdir()
-        shutil.copy(LESSON, target)
-    nb = nbformat.read(changed, as_version=4)
-    change = _change_one_stored_number(nb)
-    nbformat.write(nb, changed)
+    path = stored_notebook(tmp_path / "robust", ROBUST)
+    assert validate(path, [NATIVE, PORTABLE]).returncode == 0, "a robust notebook passes every setting"
 
-    assert _run_nbval(untouched).returncode == 0, "the committed lesson must pass as it is"
-    result = _run_nbval(changed)
-    assert result.returncode != 0, f"nbval did not notice the change ({change})"
-    assert "1 failed" in result.stdout, result.stdout[-2000:]
+    nb = nbformat.read(path, as_version=4)
+    first = nb.cells[0].outputs[0]
+    assert first.text == "45\n"
+    first.text = "46\n"
+    nbformat.write(nb, path)
+    result = validate(path, [NATIVE])
+    assert result.returncode != 0 and "1 failed" in result.stdout, result.stdout[-2000:]
+
+
+def test_the_matrix_fails_an_output_that_depends_on_the_cpu_kernels(tmp_path):
+    native_sum = subprocess.run([sys.executable, "-c", KERNEL_DEPENDENT[0]], capture_output=True, text=True).stdout
+    portable_sum = subprocess.run([sys.executable, "-c", KERNEL_DEPENDENT[0]], capture_output=True, text=True,
+                                  env={**os.environ, **PORTABLE[1]}).stdout
+    if native_sum == portable_sum:
+        pytest.skip("this CPU's native kernels sum like the portable ones: nothing to tell apart here")
+    path = stored_notebook(tmp_path / "dependent", KERNEL_DEPENDENT)
+    assert validate(path, [NATIVE]).returncode == 0, "stored on this machine, it passes its native setting"
+
+    result = validate(path, [NATIVE, PORTABLE])
+    assert result.returncode != 0, result.stdout[-2000:]
+    summary = result.stdout[result.stdout.index("failures per hardware setting"):]
+    assert "portable kernels, one thread (ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1): 1 failed" in summary
+    assert "native kernels" not in summary
