@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
@@ -69,6 +70,13 @@ def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[s
     }
 
 
+def announce(name: str, command: list[str], note: str = "") -> None:
+    print(f"\n[course] ── {name}: {' '.join(command[1:])}" + (f"  ({note})" if note else ""), flush=True)
+    if name == "notebooks":
+        print("[course]    against the stored outputs, once per setting: "
+              + "; ".join(describe(*leg) for leg in notebook_matrix()), flush=True)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="course.py test",
@@ -89,19 +97,29 @@ def main(argv: list[str]) -> int:
     os.environ["TRANSFORMER_LIB_DEVICE"] = args.device
     os.environ.setdefault("PYTHONHASHSEED", "0")
 
+    steps = {name: spec for name, spec in step_commands(args).items() if not args.only or name in args.only}
+    if "unit" in steps:
+        install_chromium_on_ci()  # the browser test in tests/browser/ needs it; on CI a missing browser fails
     results: dict[str, tuple[int, float]] = {}
-    for name, (command, env) in step_commands(args).items():
-        if args.only and name not in args.only:
-            continue
-        if name == "unit":
-            install_chromium_on_ci()  # the browser test in tests/browser/ needs it; on CI a missing browser fails
-        print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
-        if name == "notebooks":
-            print("[course]    against the stored outputs, once per setting: "
-                  + "; ".join(describe(*leg) for leg in notebook_matrix()), flush=True)
-        started = time.perf_counter()
-        code = subprocess.call(command, cwd=ROOT, env=env)
-        results[name] = (code, time.perf_counter() - started)
+    # The notebook step runs beside the other steps (much of their time is spent waiting on kernels, JupyterLab and
+    # timeouts); its output goes to a file and is printed once it ends.
+    beside = steps.pop("notebooks") if "notebooks" in steps and len(steps) > 1 else None
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
+        if beside:
+            announce("notebooks", beside[0], "runs beside the other steps; its output follows when it ends")
+            started = time.perf_counter()
+            process = subprocess.Popen(beside[0], cwd=ROOT, env=beside[1], stdout=log, stderr=subprocess.STDOUT)
+        for name, (command, env) in steps.items():
+            announce(name, command)
+            step_started = time.perf_counter()
+            code = subprocess.call(command, cwd=ROOT, env=env)
+            results[name] = (code, time.perf_counter() - step_started)
+        if beside:
+            code = process.wait()
+            results["notebooks"] = (code, time.perf_counter() - started)
+            announce("notebooks", beside[0], "output")
+            log.seek(0)
+            print(log.read(), end="", flush=True)
 
     print("\n[course] summary")
     for name, (code, seconds) in results.items():
