@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
@@ -63,15 +62,17 @@ def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[s
     notebook_dirs = [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
     return {
         "lint": ([python, "-m", "ruff", "check", "."], dict(os.environ)),
-        # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server).
+        # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server),
+        # each on one thread: the tests' tensors are small, and more threads than cores only wait on each other.
         "unit": ([python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-n", "auto", "--maxprocesses",
-                  str(MAX_UNIT_WORKERS), "--dist", "loadfile", *args.pytest_args], dict(os.environ)),
+                  str(MAX_UNIT_WORKERS), "--dist", "loadfile", *args.pytest_args],
+                 {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}),
         "notebooks": notebook_command(notebook_dirs, notebook_matrix()),
     }
 
 
-def announce(name: str, command: list[str], note: str = "") -> None:
-    print(f"\n[course] ── {name}: {' '.join(command[1:])}" + (f"  ({note})" if note else ""), flush=True)
+def announce(name: str, command: list[str]) -> None:
+    print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
     if name == "notebooks":
         print("[course]    against the stored outputs, once per setting: "
               + "; ".join(describe(*leg) for leg in notebook_matrix()), flush=True)
@@ -101,25 +102,11 @@ def main(argv: list[str]) -> int:
     if "unit" in steps:
         install_chromium_on_ci()  # the browser test in tests/browser/ needs it; on CI a missing browser fails
     results: dict[str, tuple[int, float]] = {}
-    # The notebook step runs beside the other steps (much of their time is spent waiting on kernels, JupyterLab and
-    # timeouts); its output goes to a file and is printed once it ends.
-    beside = steps.pop("notebooks") if "notebooks" in steps and len(steps) > 1 else None
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
-        if beside:
-            announce("notebooks", beside[0], "runs beside the other steps; its output follows when it ends")
-            started = time.perf_counter()
-            process = subprocess.Popen(beside[0], cwd=ROOT, env=beside[1], stdout=log, stderr=subprocess.STDOUT)
-        for name, (command, env) in steps.items():
-            announce(name, command)
-            step_started = time.perf_counter()
-            code = subprocess.call(command, cwd=ROOT, env=env)
-            results[name] = (code, time.perf_counter() - step_started)
-        if beside:
-            code = process.wait()
-            results["notebooks"] = (code, time.perf_counter() - started)
-            announce("notebooks", beside[0], "output")
-            log.seek(0)
-            print(log.read(), end="", flush=True)
+    for name, (command, env) in steps.items():
+        announce(name, command)
+        started = time.perf_counter()
+        code = subprocess.call(command, cwd=ROOT, env=env)
+        results[name] = (code, time.perf_counter() - started)
 
     print("\n[course] summary")
     for name, (code, seconds) in results.items():
