@@ -52,7 +52,7 @@ def test_attention_equals_torch_without_mask(q_shape, k_shape, v_shape):
 def test_attention_equals_torch_with_boolean_mask(mask_shape):
     q, k, v = _qkv((2, 3, 5, 8), (2, 3, 6, 8), (2, 3, 6, 4), seed=2)
     mask = torch.rand(mask_shape, generator=torch.Generator().manual_seed(3)) > 0.4
-    mask[..., 0] = True  # every query may see at least one key (PyTorch's function returns NaN otherwise)
+    mask[..., 0] = True  # every query may see at least one key (the case without one is tested below)
     output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
     torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
@@ -84,6 +84,22 @@ def test_fully_masked_query_gets_zero_weights_and_zero_output():
     torch.testing.assert_close(weights[0, [0, 2]].sum(-1), torch.ones(2, dtype=torch.float64))
     output.sum().backward()
     assert not torch.isnan(q.grad).any()
+
+
+def test_a_query_without_keys_gives_zero_like_torch_2_13s_function_and_mhas_fast_path():
+    """What attention.py's docstring says of PyTorch for a query that may see no key, checked on this version."""
+    q, k, v = _qkv((1, 3, 4), (1, 5, 4), (1, 5, 4), seed=6)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    ours, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))  # 0 in both
+    mha = torch.nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64)
+    x, self_mask = q, ~mask[:, :3]  # self-attention (query = key = value), as the fast path requires
+    default_path, _ = mha(x, x, x, attn_mask=self_mask)  # training mode: NaN for that query
+    assert default_path[0, 1].isnan().all() and not default_path[0, [0, 2]].isnan().any()
+    with torch.no_grad():
+        fast_path, _ = mha.eval()(x, x, x, attn_mask=self_mask, need_weights=False)
+    assert (fast_path[0, 1] == 0).all()
 
 
 def test_dropout_zeroes_and_rescales_weights():

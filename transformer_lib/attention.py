@@ -53,8 +53,11 @@ def scaled_dot_product_attention(
     replaces the default ``1/√d_k``.
 
     ``need_weights=False`` (keyword only) returns ``(output, None)`` and lets PyTorch's fused kernel
-    ``F.scaled_dot_product_attention`` do the work, as ``nn.MultiheadAttention`` does; the readable path below is
-    still taken when a boolean mask leaves some query with no key (the fused kernel gives NaN there).
+    ``F.scaled_dot_product_attention`` do the work, as ``nn.MultiheadAttention`` does. When a boolean mask leaves
+    some query with no key, the readable path below is taken instead: torch 2.13's fused kernel also returns 0 for
+    such a query (``tests/test_attention.py`` checks it), but PyTorch documents nothing for that case, while
+    ``nn.MultiheadAttention`` returns NaN there in its default path (training mode, or with weights) and 0 in its
+    fast inference path. Ours keeps one documented answer, 0, on every path.
     """
     _check_shapes(query, key, value)
     if not need_weights and _fused_kernel_gives_the_same(mask):
@@ -77,7 +80,7 @@ def scaled_dot_product_attention(
 
 
 def _fused_kernel_gives_the_same(mask: torch.Tensor | None) -> bool:
-    """True unless a boolean mask blocks every key of some query (where PyTorch's kernel returns NaN, ours 0)."""
+    """True unless a mask is floating point or blocks every key of some query (see ``need_weights`` above)."""
     if mask is None:
         return True
     if mask.dtype != torch.bool:

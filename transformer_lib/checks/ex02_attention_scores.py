@@ -10,7 +10,7 @@ from ..attention import softmax
 from ._feedback import CheckResult, Exercise
 
 WORDS = ["Orange", "Phone", "Apple", "And", "An"]
-FEATURES = torch.tensor(  # (5, 3) columns: tech, fruitness, other (seed 003's table)
+FEATURES = torch.tensor(  # (5, 3) columns: tech, fruitness, other (lesson 01's word-feature table)
     [[0.0, 3.0, 0.0], [4.0, 0.0, 0.0], [2.0, 2.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 3.0]], dtype=torch.float64
 )
 
