@@ -69,8 +69,7 @@ def ensure_environment(requirement_files: tuple[str, ...]) -> Path:
     if not python.exists():
         say(f"creating the virtual environment {VENV_DIR.name}/ (once)")
         venv.EnvBuilder(with_pip=True, clear=VENV_DIR.exists()).create(VENV_DIR)
-    # --no-compile: Python compiles only the modules it imports, when it first imports them (torch alone ships
-    # thousands it never imports here); this halves the first installation's time.
+    # pip byte-compiles what it installs on one core; compile_packages does it on every core afterwards.
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
     stale = [name for name in requirement_files if not _stamp_matches(name)]
     if stale:
@@ -82,11 +81,24 @@ def ensure_environment(requirement_files: tuple[str, ...]) -> Path:
         # torch needs setuptools, so the environment already has the build backend: no isolated build needed.
         if run([*pip, "--no-deps", "--no-build-isolation", "-e", "."]) != 0:
             sys.exit("[course] installing the course packages failed; read pip's message above.")
+        compile_packages(python)
     for requirements in stale:
         stamp_file(requirements).write_text(install_fingerprint(requirements) + "\n")
     if not stale:
         say(f"environment {VENV_DIR.name}/ is up to date")
     return python
+
+
+def compile_packages(python: Path) -> None:
+    """Byte-compile the environment's packages on every core, so that no kernel or test compiles them on import.
+
+    A few packages ship files that do not compile (templates, other Pythons' code); Python never imports those,
+    so compileall's complaints about them are silenced and its exit status ignored, as pip does.
+    """
+    say("compiling the installed packages on every core")
+    where = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    run([python, "-m", "compileall", "-qq", "-j", "0", where])
 
 
 def choose_python(use_current: bool, command: str) -> Path:
