@@ -6,7 +6,12 @@ import torch
 from transformer_lib import causal_mask, sinusoidal_encoding
 from transformer_lib.views.masking import build_mask, masking_widget
 from transformer_lib.views.multi_head import head_widget, plot_heads
-from transformer_lib.views.positions import dot_products_by_offset, plot_encoding, positional_encoding_widget
+from transformer_lib.views.positions import (
+    ENCODING_COLUMN_LABEL,
+    dot_products_by_offset,
+    plot_encoding,
+    positional_encoding_widget,
+)
 
 matplotlib.use("Agg")
 
@@ -61,6 +66,6 @@ def test_head_widget_follows_head_and_query():
 
 def test_plots_have_titles_and_labels():
     ax = plot_encoding(sinusoidal_encoding(4, 4))
-    assert ax.get_title() and ax.get_xlabel() == "dimension j" and ax.get_ylabel() == "position p"
+    assert ax.get_title() and ax.get_xlabel() == ENCODING_COLUMN_LABEL and ax.get_ylabel() == "position p"
     fig = plot_heads(torch.full((2, 3, 3), 1 / 3), ["x", "y", "z"], ["x", "y", "z"])
     assert [a.get_title() for a in fig.axes[:2]] == ["head 0", "head 1"]

@@ -10,11 +10,14 @@ from matplotlib.axes import Axes
 from ..positions import sinusoidal_encoding
 from .plots import bar_chart, heatmap
 
+# Column i of the encoding holds sin (even i) or cos (odd i) of pair j = i // 2, which turns by ω_j per position.
+ENCODING_COLUMN_LABEL = "column i: sin (even i) or cos (odd i) of pair j = i // 2"
+
 
 def plot_encoding(
     encoding: torch.Tensor, title: str = "Sinusoidal positional encoding", ax: Axes | None = None
 ) -> Axes:
-    """Draw an encoding matrix (positions, d_model) with positions as rows and dimensions as columns."""
+    """Draw an encoding matrix (positions, d_model) with positions as rows and its columns i as columns."""
     positions, d_model = encoding.shape
     annotate = positions * d_model <= 64  # numbers are readable only on small matrices
     return heatmap(
@@ -22,7 +25,7 @@ def plot_encoding(
         [str(p) for p in range(positions)],
         [str(j) for j in range(d_model)],
         title=title,
-        xlabel="dimension j",
+        xlabel=ENCODING_COLUMN_LABEL,
         ylabel="position p",
         ax=ax,
         annotate=annotate,
@@ -62,7 +65,7 @@ def positional_encoding_widget(position: int = 3, d_model: int = 16, max_offset:
             plot.clear_output(wait=True)
             fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.2))
             bar_chart(vector, [str(j) for j in range(width)], title=f"PE({pos}), d_model = {width}",
-                      xlabel="dimension j", ylabel="value", ax=left, annotate=width <= 16, ylim=(-1.1, 1.1))
+                      xlabel=ENCODING_COLUMN_LABEL, ylabel="value", ax=left, annotate=width <= 16, ylim=(-1.1, 1.1))
             right.plot(range(max_offset + 1), dots.numpy(), marker=".")
             right.set_title(f"PE({pos}) · PE({pos} + k)")
             right.set_xlabel("offset k")
