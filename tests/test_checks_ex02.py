@@ -24,6 +24,12 @@ def test_stable_softmax_accepts_the_solution_and_names_the_mistakes(capsys):
     assert_rejected_with(check.stable_softmax(lambda x: x.exp() / x.exp().sum(dim=-1, keepdim=True)),
                          "exp(1000) overflows to inf: subtract the row's maximum")
     assert_rejected_with(check.stable_softmax(lambda x: torch.softmax(x, dim=0)), "each column sums to 1")
+
+    def global_max(x):
+        exps = (x - x.max()).exp()
+        return exps / exps.sum(dim=-1, keepdim=True)
+
+    assert_rejected_with(check.stable_softmax(global_max), "you subtracted the largest score of the whole tensor")
     assert "your result contains NaN" in capsys.readouterr().out
 
 

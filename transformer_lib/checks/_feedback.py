@@ -161,9 +161,11 @@ class Exercise:
                 "run that cell, then run this one again."
             )
         elif r.ok:
-            self._emit(f"Well done: all {r.total} checks of {r.exercise} passed.")
+            every = "the only check" if r.total == 1 else f"all {r.total} checks"
+            self._emit(f"Well done: {every} of {r.exercise} passed.")
         else:
-            self._emit(f"{r.exercise}: {r.passed} of {r.total} checks passed. Read the hints above and try again.")
+            checks = "check" if r.total == 1 else "checks"
+            self._emit(f"{r.exercise}: {r.passed} of {r.total} {checks} passed. Read the hints above and try again.")
 
 
 def _location_hint(error: BaseException) -> str:
@@ -253,11 +255,25 @@ def describe_mismatch(
             return None
         if got_array.dtype != bool:
             return f"expected a boolean result, got dtype {got_array.dtype}: {format_value(got)}"
-        return f"expected {format_value(expected)}, got {format_value(got)}"
+        differs = got_array != expected_array.astype(bool)
+        return f"expected {format_value(expected)}, got {format_value(got)}" + _first_difference(
+            differs, expected_array.astype(bool), got_array)
     got_float = got_array.astype(np.float64)
     expected_float = expected_array.astype(np.float64)
     if np.isnan(got_float).any() and not np.isnan(expected_float).any():
         return f"your result contains NaN: {format_value(got)}"
     if np.allclose(got_float, expected_float, atol=atol, rtol=rtol, equal_nan=True):
         return None
-    return f"expected {format_value(expected)}, got {format_value(got)}"
+    differs = ~np.isclose(got_float, expected_float, atol=atol, rtol=rtol, equal_nan=True)
+    return f"expected {format_value(expected)}, got {format_value(got)}" + _first_difference(
+        differs, expected_float, got_float)
+
+
+def _first_difference(differs: np.ndarray, expected: np.ndarray, got: np.ndarray) -> str:
+    """Where the first wrong entry of an array is, with both values (nothing to add for a single number)."""
+    if differs.ndim == 0:
+        return ""
+    index = tuple(int(i) for i in np.argwhere(differs)[0])
+    shown = index[0] if len(index) == 1 else index
+    return (f"; first difference at index {shown}: expected {_format_number(expected[index].item())}, "
+            f"got {_format_number(got[index].item())}")

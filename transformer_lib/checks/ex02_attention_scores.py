@@ -27,12 +27,16 @@ def stable_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckR
                    hint="normalise along the last axis (dim=-1), so each row sums to 1",
                    mistakes={"each column sums to 1: sum over the last axis (dim=-1, keepdim=True)":
                              torch.softmax(rows, dim=0)})
-        huge = torch.tensor([[1000.0, 999.0, -1000.0]], dtype=torch.float64)
-        naive = huge.exp() / huge.exp().sum(dim=-1, keepdim=True)  # exp(1000) overflows: [nan, nan, 0]
-        ex.compare("softmax of the huge scores [1000, 999, -1000]", ex.call(student_fn, huge), softmax(huge),
+        huge = torch.tensor([[1000.0, 999.0, -1000.0], [1.0, 2.0, 3.0]], dtype=torch.float64)
+        naive = huge.exp() / huge.exp().sum(dim=-1, keepdim=True)  # exp(1000) overflows: row 0 is [nan, nan, 0]
+        global_exps = (huge - huge.max()).exp()  # row 1 becomes exp(-999) = 0 everywhere, then 0 / 0
+        global_max = global_exps / global_exps.sum(dim=-1, keepdim=True)
+        ex.compare("softmax of the rows [1000, 999, -1000] and [1, 2, 3]", ex.call(student_fn, huge), softmax(huge),
                    hint="subtract each row's maximum before exponentiating",
                    mistakes={"exp(1000) overflows to inf: subtract the row's maximum (x.amax(dim=-1, keepdim=True)) "
-                             "before exp": naive})
+                             "before exp": naive,
+                             "you subtracted the largest score of the whole tensor: row [1, 2, 3] then underflows to "
+                             "0 / 0; subtract each row's own maximum (x.amax(dim=-1, keepdim=True))": global_max})
     return ex.result
 
 
