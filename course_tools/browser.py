@@ -37,6 +37,9 @@ def install_chromium_on_ci() -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for command in (["apt-get", "update", "-qq"],
                     ["apt-get", "install", "-y", "-qq", DEBIAN_PACKAGE]):
-        if subprocess.call(command, env=env) != 0:
-            print(f"[course] `{' '.join(command)}` failed: the browser test will fail.", flush=True)
+        # Output kept until it matters: this may run while another step prints.
+        result = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if result.returncode != 0:
+            print(f"{result.stdout}\n[course] `{' '.join(command)}` failed: the browser test will fail.", flush=True)
             return
+    print(f"[course] Debian's {DEBIAN_PACKAGE} is installed", flush=True)
