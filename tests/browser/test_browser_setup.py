@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from course_tools import browser
@@ -14,7 +16,11 @@ def no_browser_as_root_with_apt(monkeypatch):
     monkeypatch.delenv(browser.BROWSER_ENV_VAR, raising=False)
     monkeypatch.setattr(browser.shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0, raising=False)
-    monkeypatch.setattr(browser.subprocess, "call", lambda command, env=None: ran.append(command) or 0)
+    def run(command, **kwargs):
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="")
+
+    monkeypatch.setattr(browser.subprocess, "run", run)
     return ran
 
 
