@@ -1,4 +1,4 @@
-"""`course.py test`: every check the course has, in one command (lint, unit tests, notebook validation)."""
+"""`course.py test`: every check the course has, in one command (lint, notebook validation, unit tests)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def device_problem(device: str) -> str | None:
 
 # The notebook step runs every notebook once per setting, against the same stored outputs (CONTRIBUTING.md, "What
 # the notebook tests compare"): the machine's own CPU kernels and thread count, and PyTorch's portable kernels on
-# one thread, which sum in another order. A stored output that passes both does not hang on this machine's CPU.
+# one thread, which sum in another order. A stored output that passes both does not depend on this machine's CPU.
 NATIVE = ("native kernels", {"OMP_WAIT_POLICY": "PASSIVE"})
 PORTABLE = ("portable kernels, one thread", {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"})
 HARDWARE_VARIABLES = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
