@@ -5,12 +5,17 @@ import math
 import torch
 import torch.nn.functional as F
 
+from course_tools import CHECKPOINTS_VARIABLE
 from transformer_lib.data import make_translation_task
 from transformer_lib.model import Transformer
+from transformer_lib.training import (
+    CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE,
+)
 from transformer_lib.training import (
     TrainingConfig,
     evaluate_loss,
     label_smoothed_cross_entropy,
+    lesson_checkpoint,
     load_checkpoint,
     save_checkpoint,
     shift_for_teacher_forcing,
@@ -85,3 +90,12 @@ def test_the_same_seed_trains_the_same_model():
         history = train(model, task, TrainingConfig(steps=8, warmup_steps=2, batch_size=16), progress=False)
         losses.append(history.train_loss)
     assert losses[0] == losses[1]
+
+
+def test_lesson_checkpoints_live_in_the_folder_the_course_tools_choose(monkeypatch, tmp_path):
+    """The test command and `execute` set the folder by the variable course_tools names; the library reads it."""
+    assert LIBRARY_CHECKPOINTS_VARIABLE == CHECKPOINTS_VARIABLE
+    monkeypatch.delenv(CHECKPOINTS_VARIABLE, raising=False)
+    assert lesson_checkpoint("translation").as_posix() == "../checkpoints/translation.pt"
+    monkeypatch.setenv(CHECKPOINTS_VARIABLE, str(tmp_path))
+    assert lesson_checkpoint("translation") == tmp_path / "translation.pt"

@@ -16,6 +16,7 @@ def no_browser_as_root_with_apt(monkeypatch):
     monkeypatch.delenv(browser.BROWSER_ENV_VAR, raising=False)
     monkeypatch.setattr(browser.shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
     monkeypatch.setattr(browser.os, "geteuid", lambda: 0, raising=False)
+
     def run(command, **kwargs):
         ran.append(command)
         return subprocess.CompletedProcess(command, 0, stdout="")

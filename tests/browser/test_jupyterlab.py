@@ -68,6 +68,8 @@ def test_the_gallery_has_every_widget_the_lessons_build():
 
 
 SLIDER_HANDLE = ".noUi-handle"  # ipywidgets 8 draws its sliders with noUiSlider
+# A rendered widget view is an output holding the widget's own DOM; a failed one holds only text.
+WIDGET_VIEW = ".jp-OutputArea-output:has(> .jupyter-widgets)"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 RUN_ALL_TIMEOUT_MS = 300_000  # a lesson runs in under a minute on 2 idle cores; allow for a busy machine
 UI_TIMEOUT_MS = 60_000
@@ -205,8 +207,7 @@ def drawn_widgets(page, notebook: dict, name: str):
     """The widget views JupyterLab drew, after checking there is one for every widget the kernel showed."""
     expected = sum(WIDGET_MIME in out.get("data", {}) for cell in notebook["cells"] if cell["cell_type"] == "code"
                    for out in cell["outputs"])
-    # A rendered widget view is an output holding the widget's own DOM; a failed one holds only text.
-    widgets = page.locator(".jp-OutputArea-output:has(> .jupyter-widgets)")
+    widgets = page.locator(WIDGET_VIEW)
     drawn = widgets.count()
     assert drawn == expected, f"{name}: the kernel showed {expected} widgets, JupyterLab drew {drawn}"
     for index in range(expected):
@@ -248,8 +249,7 @@ def test_readme_pictures(browser, lab_server, page, name):
         screenshot_window(page, folder / f"{name}.png")
         return
     if kind == "widget":
-        feature = page.locator(".jp-OutputArea-output:has(> .jupyter-widgets)").filter(
-            has=page.locator(SLIDER_HANDLE)).first
+        feature = page.locator(WIDGET_VIEW).filter(has=page.locator(SLIDER_HANDLE)).first
     else:
         plot_cell = page.locator(".jp-CodeCell", has=page.locator(".jp-OutputArea-output img")).filter(
             has_text=TRAINING_PLOT_CALL)

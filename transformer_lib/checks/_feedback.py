@@ -251,20 +251,21 @@ def describe_mismatch(
         if got.dtype != expected.dtype:
             return f"expected dtype {expected.dtype}, got dtype {got.dtype}"
     if expected_array.dtype == bool or got_array.dtype == bool:
-        if np.array_equal(got_array.astype(bool), expected_array.astype(bool)) and got_array.dtype == bool:
-            return None
         if got_array.dtype != bool:
             return f"expected a boolean result, got dtype {got_array.dtype}: {format_value(got)}"
-        differs = got_array != expected_array.astype(bool)
+        expected_bool = expected_array.astype(bool)
+        differs = got_array != expected_bool
+        if not differs.any():
+            return None
         return f"expected {format_value(expected)}, got {format_value(got)}" + _first_difference(
-            differs, expected_array.astype(bool), got_array)
+            differs, expected_bool, got_array)
     got_float = got_array.astype(np.float64)
     expected_float = expected_array.astype(np.float64)
     if np.isnan(got_float).any() and not np.isnan(expected_float).any():
         return f"your result contains NaN: {format_value(got)}"
-    if np.allclose(got_float, expected_float, atol=atol, rtol=rtol, equal_nan=True):
-        return None
     differs = ~np.isclose(got_float, expected_float, atol=atol, rtol=rtol, equal_nan=True)
+    if not differs.any():
+        return None
     return f"expected {format_value(expected)}, got {format_value(got)}" + _first_difference(
         differs, expected_float, got_float)
 
