@@ -56,3 +56,19 @@ def test_lesson_opens_with_goals_and_closes_with_summary(path):
     stem = path.stem
     if stem != "00_start_here":
         assert f"exercises/{stem}_exercises.ipynb" in tail, "a lesson ends by pointing to its exercises"
+
+
+MARKDOWN_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("path", EXECUTED + EXERCISES, ids=short)
+def test_relative_links_open_a_file(path):
+    """A link in a notebook's text points at a file of the course (a web address is not followed)."""
+    nb = read_notebook(path)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        for target in MARKDOWN_LINK.findall(cell.source):
+            if re.match(r"[a-z]+:", target):
+                continue
+            assert (path.parent / target).exists(), f"cell {index} links to {target}, which does not exist"
