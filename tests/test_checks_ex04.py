@@ -1,4 +1,4 @@
-"""The lesson 04 checks accept the solutions, spot stubs, and name the typical mistakes (degrees, swaps)."""
+"""The lesson 04 checks accept the solutions, spot stubs, and name the typical mistakes (degrees, swaps, pairings)."""
 
 import math
 
@@ -6,7 +6,7 @@ import torch
 
 from check_helpers import assert_rejected_with, stub
 from transformer_lib.checks import ex04_positional_encoding as check
-from transformer_lib.checks._feedback import NOT_ATTEMPTED
+from transformer_lib.checks._feedback import NOT_ATTEMPTED, PASS_MARK
 
 
 def encoding(num_positions, d_model, to_angle=lambda a: a, swap=False):
@@ -29,10 +29,39 @@ def shift(offset, d_model, sign=1.0, to_angle=lambda a: a):
     return m
 
 
+def wavelength(column, d_model, pair=lambda i: i // 2, exponent=lambda j: 2 * j, turn=2 * math.pi):
+    return turn * 10000 ** (exponent(pair(column)) / d_model)
+
+
+def score_terms(e_q, pe_q, e_k, pe_k, w_q, w_k):
+    q_parts, k_parts = (e_q @ w_q, pe_q @ w_q), (e_k @ w_k, pe_k @ w_k)
+    return torch.stack([q_parts[0] @ k_parts[0], q_parts[0] @ k_parts[1], q_parts[1] @ k_parts[0],
+                        q_parts[1] @ k_parts[1]])
+
+
+def rope(x, to_angle=lambda a: a, reverse=False, split_half=False, sign=1.0, in_place=False):
+    """RoPE written pair by pair, with switches for the classic mistakes."""
+    out = x if in_place else x.clone()
+    source = out if in_place else x
+    length, d = x.shape[-2:]
+    for p in range(length):
+        for j in range(d // 2):
+            w = 10000 ** (-2 * ((d // 2 - 1 - j) if reverse else j) / d)
+            a = sign * to_angle(p * w)
+            first, second = (j, j + d // 2) if split_half else (2 * j, 2 * j + 1)
+            even = source[..., p, first] * math.cos(a) - source[..., p, second] * math.sin(a)
+            out[..., p, first] = even
+            odd_from = even if in_place else source[..., p, first]
+            out[..., p, second] = odd_from * math.sin(a) + source[..., p, second] * math.cos(a)
+    return out
+
+
 def test_stubs_are_not_attempted(capsys):
-    for check_fn in (check.positional_encoding_matrix, check.shift_matrix):
+    checks = (check.positional_encoding_matrix, check.shift_matrix, check.column_wavelength, check.score_terms,
+              check.rope)
+    for check_fn in checks:
         assert not check_fn(stub).attempted
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 2
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
 
 
 def test_encoding_accepts_the_solution_and_names_degrees_and_swaps():
@@ -49,3 +78,64 @@ def test_shift_matrix_accepts_the_solution_and_names_the_direction_and_degrees()
     assert check.shift_matrix(shift).ok
     assert_rejected_with(check.shift_matrix(lambda k, d: shift(k, d, sign=-1.0)), "turns the wrong way")
     assert_rejected_with(check.shift_matrix(lambda k, d: shift(k, d, to_angle=math.radians)), "in degrees")
+
+
+def test_wavelength_accepts_the_solution_and_names_each_mix_up():
+    assert check.column_wavelength(wavelength).ok
+    wrong = {
+        "odd columns are off": lambda i, d: wavelength(i, d, pair=lambda i: i, exponent=lambda j: j),
+        "column index i as the pair index j": lambda i, d: wavelength(i, d, pair=lambda i: i),
+        "not j/d_model": lambda i, d: wavelength(i, d, exponent=lambda j: j),
+        "a full turn is 2*pi radians": lambda i, d: wavelength(i, d, turn=1.0),
+        "not 360": lambda i, d: wavelength(i, d, turn=360.0),
+    }
+    for hint, student_fn in wrong.items():
+        assert_rejected_with(check.column_wavelength(student_fn), hint)
+
+
+def test_score_terms_accepts_the_solution_and_names_swaps_projections_and_scaling():
+    assert check.score_terms(score_terms).ok
+
+    def swapped(e_q, pe_q, e_k, pe_k, w_q, w_k):
+        return score_terms(e_q, pe_q, e_k, pe_k, w_q, w_k)[[0, 2, 1, 3]]
+
+    result = check.score_terms(swapped)
+    assert_rejected_with(result, "the middle terms are swapped")
+    assert any(line.startswith(f"{PASS_MARK} the four terms add up") for line in result.lines)
+    assert_rejected_with(
+        check.score_terms(lambda e_q, pe_q, e_k, pe_k, w_q, w_k: score_terms(e_q, pe_q, e_k, pe_k, w_q, w_q)),
+        "project the keys with W_K",
+    )
+    def unprojected(e_q, pe_q, e_k, pe_k, w_q, w_k):
+        return torch.stack([e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k])
+
+    assert_rejected_with(check.score_terms(unprojected), "project before taking dot products")
+    assert_rejected_with(
+        check.score_terms(lambda *args: score_terms(*args) / math.sqrt(args[-1].shape[-1])),
+        "leave out the 1/sqrt(d_k)",
+    )
+
+
+def test_rope_accepts_the_solution_and_names_each_classic_bug():
+    assert check.rope(rope).ok
+    in_place = check.rope(lambda x: rope(x, in_place=True))
+    assert_rejected_with(in_place, "already-rotated even ones")
+    assert_rejected_with(in_place, "leaves its input unchanged")
+    assert_rejected_with(in_place, "depends only on their offset")
+    wrong = {
+        "your angles are in degrees": dict(to_angle=math.radians),
+        "your frequencies run in reverse": dict(reverse=True),
+        "'rotate half' layout": dict(split_half=True),
+        "you rotate the wrong way": dict(sign=-1.0),
+    }
+    for hint, mistake in wrong.items():
+        result = check.rope(lambda x, mistake=mistake: rope(x, **mistake))
+        assert_rejected_with(result, hint)
+        # each of these is still a rotation per position, so the relative property holds: only the layout is wrong
+        assert any(line.startswith(f"{PASS_MARK} one query vector") for line in result.lines), result.lines
+
+
+def test_rope_reports_a_missing_return_without_crashing():
+    result = check.rope(lambda x: None)
+    assert_rejected_with(result, "did you forget a `return`?")
+    assert result.total == 2

@@ -1,4 +1,5 @@
-"""Checks for lesson 04's exercises: the sinusoidal encoding matrix and the rotation that shifts it."""
+"""Checks for lesson 04's exercises: the encoding matrix, the shift rotation, a column's wavelength, the four
+terms of a score, and a repaired RoPE."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..positions import shift_rotation, sinusoidal_encoding
+from ..positions import apply_rope, shift_rotation, sinusoidal_encoding
 from ._feedback import CheckResult, Exercise
 
 
@@ -73,4 +74,174 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
         pe = sinusoidal_encoding(30, 8).double()
         moved = torch.as_tensor(ex.call(student_fn, 5, 8), dtype=torch.float64) @ pe[:-5].T  # (8, 25)
         ex.compare("M_5 moves every PE(p) to PE(p + 5) (d_model = 8, p = 0 … 24)", moved.T, pe[5:], atol=1e-4)
+    return ex.result
+
+
+# -- Exercise 3: a column's wavelength -------------------------------------------------------------------------------
+
+
+def _measured_wavelengths(columns: list[int], d_model: int) -> torch.Tensor:
+    """Each column's wavelength, measured on the library's encoding: 2*pi over the angle its pair turns per step."""
+    pe = sinusoidal_encoding(2, d_model).double()  # PE(0), PE(1): (2, d_model)
+    step = torch.atan2(pe[1, 0::2], pe[1, 1::2])  # angle turned per position by each pair, (d_model/2,)
+    return 2 * math.pi / step[[column // 2 for column in columns]]  # (len(columns),)
+
+
+def _wavelength_formula(columns: list[int], d_model: int, exponent: Callable[[int], int], turn: float) -> torch.Tensor:
+    """Typical wrong wavelengths: ``turn * 10000**(exponent(column) / d_model)``."""
+    return torch.tensor([turn * 10000.0 ** (exponent(c) / d_model) for c in columns], dtype=torch.float64)
+
+
+def column_wavelength(student_fn: Callable) -> CheckResult:
+    """Check a function (column, d_model) -> the number of positions after which that column of PE repeats."""
+    ex = Exercise("column_wavelength")
+    with ex.run():
+        columns, d_model = [0, 1, 6, 13], 16
+        got = [ex.call(student_fn, column, d_model) for column in columns]
+        ex.compare(
+            "wavelengths of columns 0, 1, 6 and 13 for d_model = 16, measured on sinusoidal_encoding",
+            got,
+            _measured_wavelengths(columns, d_model),
+            hint="column i belongs to pair j = i // 2, which turns by omega_j = 10000**(-2j/d_model) radians per "
+            "position: one full turn takes 2*pi / omega_j positions",
+            mistakes={
+                "odd columns are off: column i belongs to pair j = i // 2, and the sine and cosine of a pair share "
+                "one frequency (you used 10000**(i/d_model))": _wavelength_formula(
+                    columns, d_model, lambda c: c, 2 * math.pi),
+                "you used the column index i as the pair index j: the exponent is 2j/d_model with j = i // 2": (
+                    _wavelength_formula(columns, d_model, lambda c: 2 * c, 2 * math.pi)),
+                "the exponent is 2j/d_model, not j/d_model": _wavelength_formula(
+                    columns, d_model, lambda c: c // 2, 2 * math.pi),
+                "1 / omega_j is the number of positions per radian: a full turn is 2*pi radians": (
+                    _wavelength_formula(columns, d_model, lambda c: 2 * (c // 2), 1.0)),
+                "the angles are in radians, so a full turn is 2*pi, not 360": _wavelength_formula(
+                    columns, d_model, lambda c: 2 * (c // 2), 360.0),
+            },
+        )
+        columns, d_model = [5, 40, 63], 64
+        ex.compare(
+            "wavelengths of columns 5, 40 and 63 for d_model = 64",
+            [ex.call(student_fn, column, d_model) for column in columns],
+            _measured_wavelengths(columns, d_model),
+        )
+    return ex.result
+
+
+# -- Exercise 4: the four terms of a score --------------------------------------------------------------------------
+
+
+def _score_inputs() -> tuple[torch.Tensor, ...]:
+    """Words, positions 3 and 7 (d_model = 6) and two different, non-square projections to d_k = 4."""
+    generator = torch.Generator().manual_seed(4)
+    e_q, e_k = torch.randn(2, 6, dtype=torch.float64, generator=generator)
+    w_q, w_k = torch.randn(2, 6, 4, dtype=torch.float64, generator=generator)
+    pe = sinusoidal_encoding(8, 6).double()
+    return e_q, pe[3], e_k, pe[7], w_q, w_k
+
+
+def score_terms(student_fn: Callable) -> CheckResult:
+    """Check a function (e_q, pe_q, e_k, pe_k, w_q, w_k) -> tensor (4,) of the four terms of the score q·k."""
+    ex = Exercise("score_terms")
+    with ex.run():
+        e_q, pe_q, e_k, pe_k, w_q, w_k = _score_inputs()
+        got = ex.call(student_fn, e_q, pe_q, e_k, pe_k, w_q, w_k)
+
+        def score(query: torch.Tensor, key: torch.Tensor, w_key: torch.Tensor = w_k) -> torch.Tensor:
+            return (query @ w_q) @ (key @ w_key)  # the raw score of one query vector and one key vector
+
+        expected = torch.stack([score(e_q, e_k), score(e_q, pe_k), score(pe_q, e_k), score(pe_q, pe_k)])
+        ex.compare(
+            "[content-content, content-position, position-content, position-position] for a query at position 3 "
+            "and a key at position 7 (d_model = 6, d_k = 4)",
+            got,
+            expected,
+            hint="term 2 is (e_q W_Q)·(pe_k W_K): the query's word against the key's position",
+            mistakes={
+                "the middle terms are swapped: content-position is the query's word against the key's position, "
+                "(e_q W_Q)·(pe_k W_K); position-content is (pe_q W_Q)·(e_k W_K)": expected[[0, 2, 1, 3]],
+                "project the keys with W_K, not W_Q: the two projections differ": torch.stack(
+                    [score(e_q, e_k, w_q), score(e_q, pe_k, w_q), score(pe_q, e_k, w_q), score(pe_q, pe_k, w_q)]),
+                "project before taking dot products: q = x W_Q and k = x W_K": torch.stack(
+                    [e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k]),
+                "these are terms of the raw score q·k: leave out the 1/sqrt(d_k) of attention": expected / 2.0,
+            },
+        )
+        if isinstance(got, torch.Tensor) and got.shape == (4,):
+            full = ((e_q + pe_q) @ w_q) @ ((e_k + pe_k) @ w_k)
+            ex.compare("the four terms add up to the full score ((e_q + pe_q) W_Q)·((e_k + pe_k) W_K)",
+                       got.sum(), full)
+    return ex.result
+
+
+# -- Exercise 5: repair a broken RoPE ----------------------------------------------------------------------------------
+
+
+def _rope_variant(x: torch.Tensor, angle_unit: float = 1.0, reverse: bool = False, split_half: bool = False,
+                  sign: float = 1.0) -> torch.Tensor:
+    """Typical wrong RoPEs: degrees, frequencies in reverse order, pairs (j, j + d/2), or turning the other way."""
+    length, d = x.shape[-2:]
+    frequencies = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
+    if reverse:
+        frequencies = frequencies.flip(0)
+    angles = sign * angle_unit * torch.arange(length, dtype=torch.float64)[:, None] * frequencies  # (T, d/2)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    first, second = (x[..., : d // 2], x[..., d // 2 :]) if split_half else (x[..., 0::2], x[..., 1::2])
+    rotated = (first * cos - second * sin, first * sin + second * cos)  # each (..., T, d/2)
+    if split_half:
+        return torch.cat(rotated, dim=-1)
+    return torch.stack(rotated, dim=-1).flatten(-2)  # (..., T, d)
+
+
+def _rope_overwriting(x: torch.Tensor) -> torch.Tensor:
+    """The broken RoPE of the exercise: the odd features are computed from the already-rotated even ones."""
+    out = x.clone()
+    length, d = x.shape[-2:]
+    angles = torch.arange(length, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -torch.arange(0, d, 2, dtype=torch.float64) / d)  # (T, d/2)
+    out[..., 0::2] = out[..., 0::2] * torch.cos(angles) - out[..., 1::2] * torch.sin(angles)
+    out[..., 1::2] = out[..., 0::2] * torch.sin(angles) + out[..., 1::2] * torch.cos(angles)
+    return out
+
+
+def rope(student_fn: Callable) -> CheckResult:
+    """Check a function x (batch, T, d) -> x with each pair (2j, 2j+1) at position p rotated by p * omega_j."""
+    ex = Exercise("rope")
+    with ex.run():
+        x = torch.randn(2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+        given = x.clone()
+        got = ex.call(student_fn, given)
+        ex.compare(
+            "RoPE of a batch (2, 5, 8), compared with the library's apply_rope",
+            got,
+            apply_rope(x),
+            atol=1e-6,
+            hint="even feature 2j becomes x_2j cos(p w_j) - x_2j+1 sin(p w_j), odd feature 2j+1 becomes "
+            "x_2j sin(p w_j) + x_2j+1 cos(p w_j), with w_j = 10000**(-2j/d) and p the position",
+            mistakes={
+                "the odd features were computed from the already-rotated even ones: read x[..., 0::2] and "
+                "x[..., 1::2] before writing anything, and write into a new tensor": _rope_overwriting(x),
+                "your angles are in degrees: p * w_j is already in radians": _rope_variant(x, math.pi / 180),
+                "your frequencies run in reverse: pair j turns by w_j = 10000**(-2j/d), so the first pair "
+                "turns fastest": _rope_variant(x, reverse=True),
+                "you paired feature j with j + d/2 (the 'rotate half' layout of some libraries); here a pair is "
+                "two adjacent features (2j, 2j+1), as in apply_rope": _rope_variant(x, split_half=True),
+                "you rotate the wrong way: the even feature gets - x_2j+1 sin(p w_j), the odd one "
+                "+ x_2j sin(p w_j)": _rope_variant(x, sign=-1.0),
+            },
+        )
+        ex.require("your function leaves its input unchanged", torch.equal(given, x),
+                   problem="it changed the tensor it was given",
+                   hint="write the rotated features into a new tensor (torch.empty_like(x)): x is the caller's data")
+        if isinstance(got, torch.Tensor) and got.shape == x.shape:  # the relative property, on the same rule
+            generator = torch.Generator().manual_seed(6)
+            q, k = (torch.randn(8, dtype=torch.float64, generator=generator).repeat(1, 6, 1) for _ in range(2))
+            scores = ex.call(student_fn, q)[0] @ ex.call(student_fn, k)[0].T  # (6, 6): one vector at positions 0 … 5
+            diagonals = [torch.diagonal(scores, offset) for offset in range(-5, 6)]
+            relative = all(torch.allclose(diagonal, diagonal[0].expand_as(diagonal), atol=1e-6)
+                           for diagonal in diagonals)
+            ex.require("one query vector and one key vector, placed at positions 0 … 5: the score depends only on "
+                       "their offset", relative,
+                       problem="two pairs of positions with the same offset got different scores",
+                       hint="rotate every pair by a true rotation (cos and sin of the same angle, from the original "
+                       "features), so that (R_p q)·(R_s k) = q·R_(s-p) k")
     return ex.result
