@@ -1,21 +1,24 @@
 """The library's attention vs PyTorch's, timed side by side at a few sizes (forward pass, no gradients).
 
 Pairs compared (ours / PyTorch's):
-- ``scaled_dot_product_attention(need_weights=False)`` / ``F.scaled_dot_product_attention``, both free to use the
-  fused kernel,
-- ``scaled_dot_product_attention`` (the readable path, which also returns the weights) / the same fused kernel: shown
-  for reference, not counted in the slowest ratio, since PyTorch's function cannot return weights,
-- ``MultiHeadAttention(need_weights=False)`` / ``nn.MultiheadAttention(need_weights=False)``, both free to use the
-  fused kernel,
-- ``MultiHeadAttention(need_weights=True)`` / ``nn.MultiheadAttention(need_weights=True)``, per-head weights.
+- ``scaled_dot_product_attention`` on its readable path (``need_weights=True``: it builds the weight matrix, as the
+  lessons do) / PyTorch's fused ``F.scaled_dot_product_attention``: what writing attention out step by step costs;
+- ``MultiHeadAttention(need_weights=False)`` / ``nn.MultiheadAttention(need_weights=False)``: our dispatching module,
+  which hands the attention itself to the fused kernel, against PyTorch's module;
+- ``MultiHeadAttention(need_weights=True)`` / ``nn.MultiheadAttention(need_weights=True)``, per-head weights: both
+  modules build the weight matrices.
 
-Each time is the median of interleaved repeats. Last line: ``slowest_ratio_vs_torch=<largest ours/PyTorch> …``.
+Each time is the median of interleaved repeats. Last line: ``readable_vs_fused=<ratio at the longest T>
+dispatch_vs_torch=<largest ratio over the sizes> goal_met=<true|false> …`` (the rows above it show the rest). The
+goal is ``dispatch_vs_torch <= 1.5``; a full run that misses it exits with status 1 after printing its figures
+(``--quick`` times tiny sizes, where Python overhead dominates, so it reports the goal but never fails on it).
 Run: ``python benchmarks/attention_speed.py`` or ``--quick`` (tiny sizes, for tests).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
@@ -30,7 +33,10 @@ from transformer_lib.torch_interop import copy_multihead_weights
 
 SIZES = [(8, 64, 128, 4), (4, 256, 256, 8), (1, 1024, 256, 8)]  # (batch, T, d_model, heads)
 QUICK_SIZES = [(2, 16, 32, 4)]
-REFERENCE_ONLY = "sdpa with weights (reference)"
+READABLE = "readable sdpa vs fused kernel"
+DISPATCH = "MultiHeadAttention, no weights"
+WEIGHTS = "MultiHeadAttention, weights"
+GOAL = 1.5  # dispatch_vs_torch: our dispatching module at most 1.5x PyTorch's
 
 
 def median_pair_seconds(ours: Callable[[], object], theirs: Callable[[], object], repeats: int) -> tuple[float, float]:
@@ -55,19 +61,15 @@ def compare_at(batch: int, length: int, d_model: int, heads: int, device: torch.
     theirs = nn.MultiheadAttention(d_model, heads, batch_first=True).to(device).eval()
     copy_multihead_weights(theirs, ours)
     pairs = {
-        "scaled_dot_product_attention": (
-            lambda: scaled_dot_product_attention(q, k, v, need_weights=False),
+        READABLE: (
+            lambda: scaled_dot_product_attention(q, k, v),  # need_weights=True: the readable path
             lambda: F.scaled_dot_product_attention(q, k, v),
         ),
-        REFERENCE_ONLY: (
-            lambda: scaled_dot_product_attention(q, k, v),
-            lambda: F.scaled_dot_product_attention(q, k, v),
-        ),
-        "MultiHeadAttention, no weights": (
+        DISPATCH: (
             lambda: ours(x, x, x, need_weights=False),
             lambda: theirs(x, x, x, need_weights=False),
         ),
-        "MultiHeadAttention, weights": (
+        WEIGHTS: (
             lambda: ours(x, x, x, need_weights=True),
             lambda: theirs(x, x, x, need_weights=True, average_attn_weights=False),
         ),
@@ -87,21 +89,23 @@ def main() -> None:
     device = get_device()
 
     print(f"forward passes, median of {repeats}, on {device}; ratio = ours / PyTorch's")
-    ratios = []
+    ratios: dict[str, dict[int, float]] = {READABLE: {}, DISPATCH: {}, WEIGHTS: {}}  # name -> {T: ratio}
     for batch, length, d_model, heads in QUICK_SIZES if args.quick else SIZES:
         for name, ours_s, theirs_s in compare_at(batch, length, d_model, heads, device, repeats):
-            ratio = ours_s / theirs_s
-            if name != REFERENCE_ONLY:
-                ratios.append(ratio)
+            ratios[name][length] = ours_s / theirs_s
             print(
                 f"  batch {batch:2d} T {length:5d} d_model {d_model:4d} heads {heads}  {name:31s} "
-                f"ours {ours_s * 1e3:8.3f} ms  torch {theirs_s * 1e3:8.3f} ms  ratio {ratio:5.2f}"
+                f"ours {ours_s * 1e3:8.3f} ms  torch {theirs_s * 1e3:8.3f} ms  ratio {ours_s / theirs_s:5.2f}"
             )
+    longest = max(ratios[READABLE])
+    dispatch = max(ratios[DISPATCH].values())
+    goal_met = dispatch <= GOAL
     print(
-        f"slowest_ratio_vs_torch={max(ratios):.2f} median_ratio={sorted(ratios)[len(ratios) // 2]:.2f} "
-        f"device={device.type}"
+        f"readable_vs_fused={ratios[READABLE][longest]:.2f} dispatch_vs_torch={dispatch:.2f} "
+        f"goal_met={str(goal_met).lower()} readable_at_T={longest} device={device.type}"
     )
-
+    if not goal_met and not args.quick:
+        sys.exit(f"goal missed: dispatch_vs_torch={dispatch:.2f} > {GOAL} (timings on a busy machine vary: rerun)")
 
 if __name__ == "__main__":
     main()

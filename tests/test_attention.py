@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lib import scaled_dot_product_attention, softmax
+from transformer_lib import entropy_bits, scaled_dot_product_attention, softmax
 
 
 def _qkv(q_shape, k_shape, v_shape, seed=0):
@@ -58,13 +58,12 @@ def test_attention_equals_torch_with_boolean_mask(mask_shape):
     assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
 
 
-def test_attention_equals_torch_with_causal_and_float_masks():
+def test_attention_equals_torch_with_a_causal_mask():
     q, k, v = _qkv((2, 4, 8), (2, 4, 8), (2, 4, 8), seed=4)
     causal = torch.ones(4, 4, dtype=torch.bool).tril()
-    additive = torch.zeros(4, 4, dtype=torch.float64).masked_fill(~causal, float("-inf"))
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask=causal)[0], expected)
-    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask=additive)[0], expected)
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask=causal, need_weights=False)[0], expected)
 
 
 def test_attention_scale_argument_equals_torch():
@@ -129,14 +128,47 @@ def test_bad_shapes_raise_value_error_naming_shapes(q_shape, k_shape, v_shape, m
     assert f"query {q_shape}" in str(error.value) or f"query {tuple(q_shape)}" in str(error.value)
 
 
-def test_bad_masks_raise_value_error():
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize(
+    "mask, message",
+    [
+        (torch.ones(4, 5, dtype=torch.long), r"got dtype torch.int64: build it with causal_mask / padding_mask"),
+        # a 0/1 float mask would be *added* to the scores (shifting them, blocking nothing): refused, not used
+        (torch.ones(4, 5), r"must be a bool tensor \(True = attention allowed\), got dtype torch.float32"),
+        (torch.ones(5, 4, dtype=torch.bool), r"mask of shape \(5, 4\) does not broadcast to the scores' shape "
+                                             r"\(…, T_q, T_k\) = \(4, 5\): use \(T_q, T_k\) = \(4, 5\)"),
+        (torch.ones(2, 4, 5, dtype=torch.bool), r"mask of shape \(2, 4, 5\) does not broadcast"),
+    ],
+)
+def test_bad_masks_raise_value_error_on_both_paths(mask, message, need_weights):
     q, k, v = _qkv((4, 8), (5, 8), (5, 8))
-    with pytest.raises(ValueError, match=r"got dtype torch.int64\. Convert a 0/1 mask with mask.bool\(\)"):
-        scaled_dot_product_attention(q, k, v, mask=torch.ones(4, 5, dtype=torch.long))
-    with pytest.raises(ValueError, match=r"mask of shape \(5, 4\) does not broadcast to the scores' shape \(4, 5\)"):
-        scaled_dot_product_attention(q, k, v, mask=torch.ones(5, 4, dtype=torch.bool))
-    with pytest.raises(ValueError, match=r"mask of shape \(2, 4, 5\) does not broadcast"):
-        scaled_dot_product_attention(q, k, v, mask=torch.ones(2, 4, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v, mask=mask, need_weights=need_weights)
+
+
+def test_a_four_dimensional_mask_error_names_the_causal_and_padding_shapes():
+    q, k, v = _qkv((2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4))
+    with pytest.raises(ValueError, match=r"\(batch, heads, T_q, T_k\) = \(2, 3, 5, 5\): use \(T_q, T_k\) for a "
+                                         r"causal mask or \(batch, 1, 1, T_k\) for padding"):
+        scaled_dot_product_attention(q, k, v, mask=torch.ones(3, 1, 1, 5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize(
+    "q_shape, k_shape", [((1, 0, 4), (1, 5, 4)), ((1, 3, 4), (1, 0, 4)), ((0, 3, 4), (0, 5, 4))]
+)
+def test_empty_inputs_raise_instead_of_a_silent_zero(q_shape, k_shape, need_weights):
+    q, k, v = _qkv(q_shape, k_shape, k_shape)
+    with pytest.raises(ValueError, match="attention got an empty tensor: .* at least one query and one key"):
+        scaled_dot_product_attention(q, k, v, need_weights=need_weights)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("dropout_p", [-0.1, 1.0, 1.5])
+def test_dropout_outside_zero_to_one_is_refused(dropout_p, need_weights):
+    q, k, v = _qkv((4, 8), (5, 8), (5, 8))
+    with pytest.raises(ValueError, match=rf"dropout_p={dropout_p} is outside \[0, 1\): .* e.g. 0.1, or 0.0"):
+        scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, need_weights=need_weights)
 
 
 def test_fused_path_without_weights_equals_the_readable_path():
@@ -152,3 +184,11 @@ def test_fused_path_without_weights_equals_the_readable_path():
         assert weights is not None and no_weights is None
         torch.testing.assert_close(fused, readable)
         assert not fused.isnan().any()
+
+
+def test_entropy_bits_of_one_hot_uniform_and_masked_weights():
+    assert entropy_bits(torch.tensor([0.0, 1.0, 0.0])) == 0.0
+    assert entropy_bits(torch.full((4,), 0.25)) == pytest.approx(2.0)
+    assert entropy_bits(torch.tensor([0.5, 0.5, 0.0, 0.0], dtype=torch.float64)) == pytest.approx(1.0)  # masked keys
+    with pytest.raises(ValueError, match=r"one distribution of shape \(n,\), got shape \(2, 2\)"):
+        entropy_bits(torch.full((2, 2), 0.5))

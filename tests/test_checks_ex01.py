@@ -1,5 +1,7 @@
 """The lesson 01 checks accept the solutions, spot stubs, and name the typical mistakes."""
 
+import math
+
 import torch
 
 from check_helpers import assert_rejected_with, stub
@@ -9,10 +11,11 @@ from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 
 def test_every_check_reports_a_stub_as_not_attempted(capsys):
-    for check_fn in (check.dot_product, check.norm, check.cosine_matrix, check.most_similar):
+    for check_fn in (check.dot_product, check.norm, check.cosine_matrix, check.top_pairs, check.most_similar,
+                     check.tablet_vector):
         result = check_fn(stub)
         assert not result.attempted and not result.ok
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 4
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 6
 
 
 def test_dot_product_accepts_the_solution_and_names_missing_sum():
@@ -31,6 +34,15 @@ def test_cosine_matrix_accepts_the_solution_and_names_the_mistakes(capsys):
     assert check.cosine_matrix(lambda a, b: cosine_similarity(a, b)).ok
     assert_rejected_with(check.cosine_matrix(lambda a, b: a @ b.T), "you returned dot products")
     assert_rejected_with(check.cosine_matrix(lambda a, b: cosine_similarity(a, b).T), "your matrix is transposed")
+
+    def by_columns(a, b):  # the buggy function of the exercise notebook
+        return (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T
+
+    result = check.cosine_matrix(by_columns)
+    assert_rejected_with(result, "you divided by the columns' lengths (dim=0)")
+    assert result.passed == 0
+    assert_rejected_with(check.cosine_matrix(lambda a, b: (a / a.norm(dim=-1, keepdim=True)) @ b.T),
+                         "you divided by the first vectors' lengths only")
     printed = capsys.readouterr().out
     assert "expected shape (2, 3), got shape (3, 2)" in printed
 
@@ -49,6 +61,34 @@ def test_most_similar_accepts_the_solution_and_names_the_mistakes():
 
     assert_rejected_with(check.most_similar(returns_itself), "you returned the word itself")
     assert_rejected_with(check.most_similar(by_dot_product), "you compared dot products")
+
+
+def test_top_pairs_accepts_the_prediction_and_names_the_mistakes():
+    assert check.top_pairs(lambda: {"dot": ("Phone", "Apple"), "cosine": ("An", "And")}).ok
+    assert_rejected_with(check.top_pairs(lambda: {"dot": ("An", "An"), "cosine": ("And", "An")}),
+                         "a word with itself: pick two different words")
+    assert_rejected_with(check.top_pairs(lambda: {"dot": ("And", "An"), "cosine": ("And", "An")}),
+                         "that is the largest cosine: the dot product also counts length")
+    assert_rejected_with(check.top_pairs(lambda: {"dot": ("Orange", "Apple"), "cosine": ("And", "An")}),
+                         "that pair's dot product is 6")
+    both_dot = check.top_pairs(lambda: {"dot": ("Phone", "Apple"), "cosine": ("Phone", "Apple")})
+    assert_rejected_with(both_dot, "that is the largest dot product: the cosine divides by both lengths")
+    assert (both_dot.passed, both_dot.total) == (2, 3)  # the dict and the dot pair are right
+    assert_rejected_with(check.top_pairs(lambda: ("Phone", "Apple")), "a dict with the keys 'dot' and 'cosine'")
+
+
+def test_tablet_vector_accepts_any_length_and_names_the_mistakes():
+    assert check.tablet_vector(lambda: torch.tensor([0.5, 0.0, math.sqrt(0.75)])).ok
+    assert check.tablet_vector(lambda: [2.0, 0.0, 2.0 * math.sqrt(3.0)]).ok  # any positive multiple, any kind
+    assert_rejected_with(check.tablet_vector(lambda: torch.tensor([math.cos(60), 0.0, math.cos(30)])),
+                         "math.cos and torch.cos take radians")
+    by_dot = torch.tensor([0.5 / 4, 0.0, math.cos(math.radians(30)) / 2])  # a · Phone = cos 60°, a · And = cos 30°
+    assert_rejected_with(check.tablet_vector(lambda: by_dot), "you made the dot products equal cos 60° and cos 30°")
+    assert_rejected_with(check.tablet_vector(lambda: torch.tensor([math.sqrt(0.75), 0.0, 0.5])),
+                         "the two angles are swapped")
+    assert_rejected_with(check.tablet_vector(lambda: torch.tensor([0.5, math.sqrt(0.75), 0.0])),
+                         "And lies along the third one")
+    assert_rejected_with(check.tablet_vector(lambda: torch.tensor([0.5, 0.866])), "got shape (2,)")
 
 
 def test_a_crash_in_the_student_code_is_one_failed_line():

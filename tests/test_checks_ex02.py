@@ -1,5 +1,7 @@
 """The lesson 02 checks accept the solutions, spot stubs, and name the typical mistakes."""
 
+import math
+
 import torch
 
 from check_helpers import assert_rejected_with, stub
@@ -9,10 +11,11 @@ from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 
 def test_every_check_reports_a_stub_as_not_attempted(capsys):
-    for check_fn in (check.stable_softmax, check.attention_weights, check.weighted_average):
+    for check_fn in (check.stable_softmax, check.attention_weights, check.predict_weights, check.fixed_softmax,
+                     check.temperature):
         result = check_fn(stub)
         assert not result.attempted and not result.ok
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 3
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 5
 
 
 def test_stable_softmax_accepts_the_solution_and_names_the_mistakes(capsys):
@@ -45,9 +48,59 @@ def test_attention_weights_accepts_the_solution_and_names_the_mistakes():
                          "each column sums to 1: take the softmax over the keys")
 
 
-def test_weighted_average_accepts_the_solution_and_names_the_mistakes():
-    assert check.weighted_average(lambda w, v: w @ v).ok
-    assert_rejected_with(check.weighted_average(lambda w, v: w.T @ v), "not weights.T @ values")
-    result = check.weighted_average(lambda w, v: w * v)
-    assert_rejected_with(result, "you multiplied element by element")
-    assert_rejected_with(result, "raised RuntimeError")
+def test_predict_weights_accepts_the_solution_and_names_the_mistakes():
+    def solution(w):
+        return w, w**2 / (w**2).sum(dim=-1, keepdim=True)
+
+    assert check.predict_weights(solution).ok
+    assert_rejected_with(check.predict_weights(lambda w: (w + 5, solution(w)[1])), "the factor e⁵ cancels")
+    assert_rejected_with(check.predict_weights(lambda w: (w, 2 * w)), "doubling the scores does not double")
+    assert_rejected_with(check.predict_weights(lambda w: (w, w)), "softmax is not scale-invariant")
+    assert_rejected_with(check.predict_weights(lambda w: (w, w**2)), "w² must be normalised")
+    assert_rejected_with(check.predict_weights(lambda w: (w, w**2 / (w**2).sum(dim=0, keepdim=True))),
+                         "not along the columns")
+    assert_rejected_with(check.predict_weights(lambda w: (w, w.sqrt() / w.sqrt().sum(dim=-1, keepdim=True))),
+                         "it sharpens (w²), it does not flatten")
+    assert_rejected_with(check.predict_weights(lambda w: w), "a pair (weights after adding 5")
+
+
+def test_fixed_softmax_accepts_the_solution_and_names_the_mistakes():
+    def summed_over(dim, keepdim=True, global_max=False):
+        def fn(scores):
+            top = scores.max() if global_max else scores.amax(dim=-1, keepdim=True)
+            exps = (scores - top).exp()
+            return exps / (exps.sum() if dim is None else exps.sum(dim=dim, keepdim=keepdim))
+        return fn
+
+    assert check.fixed_softmax(summed_over(-1)).ok
+    assert check.fixed_softmax(lambda s: torch.softmax(s, dim=-1)).ok
+    assert_rejected_with(check.fixed_softmax(summed_over(1)), "you still sum over dim=1, the queries")
+    assert_rejected_with(check.fixed_softmax(summed_over(0)), "you sum over dim=0, the batch")
+    assert_rejected_with(check.fixed_softmax(summed_over(-1, keepdim=False)), "without keepdim=True")
+    assert_rejected_with(check.fixed_softmax(summed_over(None)), "you divided by the sum of the whole tensor")
+    assert_rejected_with(check.fixed_softmax(summed_over(-1, global_max=True)),
+                         "you subtracted the largest score of the whole tensor")
+
+
+def _bisect(scores, top_weight):
+    low, high = 1e-3, 1e3
+    for _ in range(100):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if softmax(scores / middle).max() > top_weight else (low, middle)
+    return middle
+
+
+def _two_largest(scores, top_weight, log=math.log):
+    first, second = scores.topk(2).values.tolist()
+    return (first - second) / log(top_weight / (1 - top_weight))
+
+
+def test_temperature_accepts_the_solution_and_names_the_mistakes():
+    assert check.temperature(_bisect).ok
+    assert_rejected_with(check.temperature(lambda s, p: 1 / _bisect(s, p)),
+                         "you multiplied the scores by the temperature")
+    closed_form = check.temperature(_two_largest)
+    assert closed_form.passed == 1  # right for the two-score row
+    assert_rejected_with(closed_form, "the closed form for two scores ignores the other scores")
+    assert_rejected_with(check.temperature(lambda s, p: _two_largest(s, p, math.log10)), "not log10")
+    assert not check.temperature(lambda s, p: p).ok

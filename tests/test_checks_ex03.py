@@ -9,44 +9,140 @@ from check_helpers import assert_rejected_with, stub
 from transformer_lib.checks import ex03_queries_keys_values as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
+CHECKS = (check.cross_attention_qkv, check.fixed_attention, check.unscaled_score_std, check.favourite_keys)
+
 
 def test_every_check_reports_a_stub_as_not_attempted(capsys):
-    for check_fn in (check.project_qkv, check.attention, check.dot_product_variance):
+    for check_fn in CHECKS:
         result = check_fn(stub)
         assert not result.attempted and not result.ok
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 3
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(CHECKS)
 
 
-def test_project_qkv_accepts_the_solution_and_names_swapped_matrices():
-    assert check.project_qkv(lambda x, wq, wk, wv: (x @ wq, x @ wk, x @ wv)).ok
-    assert_rejected_with(check.project_qkv(lambda x, wq, wk, wv: (x @ wk, x @ wq, x @ wv)),
-                         "your queries used the key matrix")
-    assert_rejected_with(check.project_qkv(lambda x, wq, wk, wv: x @ wq), "returns three tensors (q, k, v): got Tensor")
+# -- exercise 1: cross-attention's queries, keys and values --------------------------------------------------------
 
 
-@pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors")  # the wrong answer below uses k.T on 4-D keys
-def test_attention_accepts_the_solution_and_names_the_mistakes():
-    def solution(q, k, v):
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
-
-    assert check.attention(solution).ok
-    unscaled = check.attention(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v)
-    assert_rejected_with(unscaled, "you forgot the scale: divide the scores by √d_k = 4")
-    assert unscaled.lines.count("  hint: you forgot the scale: divide the scores by √d_k") == 1  # the batched one
-    assert_rejected_with(check.attention(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / 16, dim=-1) @ v),
-                         "you divided by d_k")
-    transposed_keys = check.attention(lambda q, k, v: torch.softmax(q @ k.T / 4, dim=-1) @ v)
-    assert transposed_keys.passed == 1
-    assert_rejected_with(transposed_keys, "`k.T` reverses every axis there")
+def test_cross_attention_qkv_accepts_the_solution():
+    assert check.cross_attention_qkv(lambda t, s, wq, wk, wv: (t @ wq, s @ wk, s @ wv)).ok
 
 
-def test_dot_product_variance_accepts_the_experiment_and_names_the_mistakes():
-    def experiment(d_k, n_samples):
-        q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
-        return (q * k).sum(-1).var().item()
+@pytest.mark.parametrize(("wrong", "hint"), [
+    (lambda t, s, wq, wk, wv: (t @ wq, t @ wk, t @ wv), "your keys came from the target: that is self-attention"),
+    (lambda t, s, wq, wk, wv: (s @ wq, s @ wk, s @ wv), "your queries came from the source"),
+    (lambda t, s, wq, wk, wv: (t @ wq, s @ wk, t @ wv), "your values came from the target"),
+    (lambda t, s, wq, wk, wv: (t @ wk, s @ wq, s @ wv), "your queries used the key matrix"),
+    (lambda t, s, wq, wk, wv: (t @ wk, s @ wq, s @ wv), "your keys used the query matrix"),
+    (lambda t, s, wq, wk, wv: t @ wq, "returns three tensors (q, k, v): got Tensor"),
+])
+def test_cross_attention_qkv_names_the_mistakes(wrong, hint):
+    assert_rejected_with(check.cross_attention_qkv(wrong), hint)
 
-    assert check.dot_product_variance(experiment).ok
-    assert_rejected_with(check.dot_product_variance(lambda d_k, n: experiment(d_k, n) ** 0.5),
-                         "you returned the standard deviation")
-    assert_rejected_with(check.dot_product_variance(lambda d_k, n: experiment(d_k, n) / d_k),
-                         "you scaled by √d_k")
+
+def test_the_notes_cross_attention_mix_up_is_rejected():
+    """Q and K from the encoder output, V from the decoder: the mix-up lesson 06 warns about."""
+    result = check.cross_attention_qkv(lambda t, s, wq, wk, wv: (s @ wq, s @ wk, t @ wv))
+    assert_rejected_with(result, "your queries came from the source")
+    assert_rejected_with(result, "your values came from the target")
+
+
+# -- exercise 2: debug an attention function ------------------------------------------------------------------------
+
+
+def _solution(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def _with_scores(scale, dim=-1):
+    """Attention with the keys transposed correctly, a given scale (a function of q, k, v) and softmax axis."""
+    return lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / scale(q, k, v), dim=dim) @ v
+
+
+def broken_attention(query, key, value):  # the exercise notebook's function, verbatim
+    scores = query @ key.T / query.norm(dim=-1, keepdim=True).sqrt()
+    weights = torch.softmax(scores, dim=0)
+    return weights @ value
+
+
+def test_fixed_attention_accepts_the_solution_and_torch_own():
+    assert check.fixed_attention(_solution).ok
+    assert check.fixed_attention(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)).ok
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors")  # k.T on 4-D keys, as the broken function does
+def test_the_broken_function_is_recognised_and_crashes_on_a_batch():
+    result = check.fixed_attention(broken_attention)
+    assert_rejected_with(result, "this is still the broken function")
+    assert_rejected_with(result, "`key.T` reverses every axis there")
+    assert result.passed == 0
+
+
+@pytest.mark.parametrize(("wrong", "hint"), [
+    (_with_scores(lambda q, k, v: q.norm(dim=-1, keepdim=True).sqrt()), "you divide by √‖q‖"),
+    (_with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=-2), "your softmax runs over the queries"),
+    (_with_scores(lambda q, k, v: 1.0), "you dropped the scale"),
+    (_with_scores(lambda q, k, v: q.shape[-1]), "you divided by d_k"),
+    (_with_scores(lambda q, k, v: math.sqrt(v.shape[-1])), "you divided by √d_v"),
+    (lambda q, k, v: _solution(q, k, v).transpose(-2, -1), "your output is transposed"),
+])
+def test_fixed_attention_names_each_mistake_on_both_inputs(wrong, hint):
+    result = check.fixed_attention(wrong)
+    assert_rejected_with(result, hint)
+    assert sum(hint in line for line in result.lines) == 2  # the single sequence and the batch
+
+
+def test_softmax_over_dim_0_is_named_on_the_batch():
+    result = check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=0))
+    assert_rejected_with(result, "your softmax runs over the queries")  # 2-D: dim 0 is the queries
+    assert_rejected_with(result, "your softmax runs over dim=0")  # 4-D: dim 0 is the batch
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors")
+def test_fixed_attention_with_k_T_passes_alone_and_fails_on_the_batch():
+    result = check.fixed_attention(lambda q, k, v: torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1) @ v)
+    assert result.passed == 1
+    assert_rejected_with(result, "`key.T` reverses every axis there")
+
+
+# -- exercise 3: the spread of unscaled scores ---------------------------------------------------------------------
+
+
+def test_unscaled_score_std_accepts_the_prediction():
+    assert check.unscaled_score_std(lambda: 8.0).ok
+    assert check.unscaled_score_std(lambda: math.sqrt(64)).ok
+
+
+@pytest.mark.parametrize(("prediction", "hint"), [
+    (64.0, "that is the variance"),
+    (1.0, "1 is the spread after dividing by √d_k"),
+    (0.125, "that is the scale factor 1/√d_k"),
+    (4.0, "each product q_i k_i has variance 1"),
+])
+def test_unscaled_score_std_names_the_mistakes(prediction, hint):
+    assert_rejected_with(check.unscaled_score_std(lambda: prediction), hint)
+
+
+# -- exercise 4: which key each query attends to most --------------------------------------------------------------
+
+
+def test_favourite_keys_accepts_the_prediction_as_a_list_or_a_tensor():
+    assert check.favourite_keys(lambda: [1, 3, 2, 1]).ok
+    q, k = check.X @ check.W_Q, check.X @ check.W_K
+    assert check.favourite_keys(lambda: (q @ k.T).argmax(dim=-1)).ok
+
+
+@pytest.mark.parametrize(("prediction", "hint"), [
+    ([0, 1, 2, 3], "a token need not attend most to itself"),
+    ([2, 3, 2, 1], "you took the largest entry of each column"),
+    ([2, 1, 2, 3], "you compared the token vectors directly"),
+    ([1, 3, 2, 2], "each ROW is one query"),
+])
+def test_favourite_keys_names_the_mistakes(prediction, hint):
+    assert_rejected_with(check.favourite_keys(lambda: prediction), hint)
+
+
+def test_favourite_keys_example_has_no_near_tie():
+    """Each row's winner beats the runner-up by at least 1, so the prediction is the same on every machine."""
+    scores = (check.X @ check.W_Q) @ (check.X @ check.W_K).T  # (4, 4)
+    top_two = scores.topk(2, dim=-1).values
+    assert (top_two[:, 0] - top_two[:, 1]).min() >= 1
+    assert (scores.argmax(dim=-1) != torch.arange(4)).sum() == 3  # three of the four look elsewhere

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_lib.attention import scaled_dot_product_attention
 from transformer_lib.chunked_attention import chunked_attention, online_softmax_update
 
 
@@ -90,9 +91,26 @@ def test_bad_inputs_raise_value_errors_that_name_the_fix():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="same last dimension"):
         chunked_attention(q, k[..., :4], v)
-    with pytest.raises(ValueError, match="one value per key"):
+    with pytest.raises(ValueError, match="Every key needs exactly one value"):
         chunked_attention(q, k, v[..., :3, :])
     with pytest.raises(ValueError, match="positive"):
         chunked_attention(q, k, v, chunk_size=0)
-    with pytest.raises(ValueError, match="bool"):
-        chunked_attention(q, k, v, mask=torch.ones(7, 11))
+    with pytest.raises(ValueError, match="do not broadcast; .* same batch and head dimensions"):
+        chunked_attention(q, k[:1, :2], v[:1, :2])
+    with pytest.raises(ValueError, match="empty tensor"):
+        chunked_attention(q, k[..., :0, :], v[..., :0, :])
+
+
+@pytest.mark.parametrize(
+    "mask, message",
+    [
+        (torch.ones(7, 11), "must be a bool tensor .* got dtype torch.float32"),
+        (torch.ones(11, 7, dtype=torch.bool), r"mask of shape \(11, 7\) does not broadcast .* \(2, 3, 7, 11\)"),
+    ],
+)
+def test_masks_follow_the_same_rule_as_scaled_dot_product_attention(mask, message):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=message):
+        chunked_attention(q, k, v, mask=mask)
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v, mask=mask)

@@ -1,6 +1,7 @@
 """The generated translation task: grammar rules, vocabularies, disjoint splits and padded batches."""
 
 import numpy as np
+import pytest
 import torch
 
 from transformer_lib.data import (
@@ -8,6 +9,7 @@ from transformer_lib.data import (
     EOS,
     PAD,
     Vocabulary,
+    check_token_ids,
     make_sentence_pair,
     make_translation_task,
     pad_sequences,
@@ -51,3 +53,21 @@ def test_batches_are_padded_and_framed():
     assert (tgt[:, 0] == task.tgt_vocab.bos_id).all()
     assert ((src == task.src_vocab.eos_id).sum(1) == 1).all() and ((tgt == task.tgt_vocab.eos_id).sum(1) == 1).all()
     assert torch.equal(pad_sequences([[5], [6, 7, 8]], 0), torch.tensor([[5, 0, 0], [6, 7, 8]]))
+
+
+def test_check_token_ids_accepts_ids_in_range_and_names_each_problem():
+    check_token_ids(torch.tensor([[0, 4]]), 5)
+    check_token_ids(torch.tensor([[0, 4]], dtype=torch.int32), 5)
+    problems = [
+        ([[1, 2]], TypeError, r"tokens must be a torch.Tensor .* got list: wrap the ids with torch.tensor"),
+        (torch.tensor([[1.0]]), TypeError, r"integer token ids \(int64 or int32\), got dtype torch.float32"),
+        (torch.tensor([[True]]), TypeError, "got dtype torch.bool"),
+        (torch.tensor([1, 2]), ValueError, r"shaped \(batch, T\), got shape \(2,\)"),
+        (torch.zeros(1, 0, dtype=torch.long), ValueError, r"tokens is empty, shape \(1, 0\)"),
+        (torch.tensor([[5]]), ValueError, r"token id 5 in tokens is outside the vocabulary of 5 tokens \(valid ids "
+                                          r"are 0 … 4\): encode with the same vocabulary"),
+        (torch.tensor([[-1, 2]]), ValueError, "token id -1 in tokens is outside the vocabulary"),
+    ]
+    for tokens, error, message in problems:
+        with pytest.raises(error, match=message):
+            check_token_ids(tokens, 5)

@@ -12,6 +12,7 @@ from transformer_lib.decoding import (
     length_normalised_score,
     sample,
     sample_next_token,
+    sampling_distribution,
     top_k_filter,
     top_p_filter,
 )
@@ -165,3 +166,35 @@ def test_sampling_with_top_k_one_is_greedy(model, src):
 def test_beam_search_rejects_a_batch(model, src):
     with pytest.raises(ValueError, match="one sentence at a time"):
         beam_search(model, src, BOS, EOS, max_len=5)
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 7)])
+def test_sample_next_token_needs_logits_shaped_batch_by_vocabulary(shape):
+    with pytest.raises(ValueError, match=r"\(batch, V\), got .*: for one row pass logits\[None\]"):
+        sample_next_token(torch.zeros(shape))
+
+
+def test_decoding_a_source_outside_the_vocabulary_names_the_vocabulary(model):
+    src = torch.tensor([[3, model.config.src_vocab_size]])
+    with pytest.raises(ValueError, match="outside the vocabulary of .* encode with the same vocabulary"):
+        greedy_decode(model, src, BOS, EOS, max_len=3)
+
+
+def test_a_source_mask_of_another_batch_size_is_a_clear_error(model):
+    src = torch.tensor([[3, 4, 5], [5, 4, 3]])
+    src_mask = torch.ones(3, 1, 1, 3, dtype=torch.bool)  # (batch, 1, 1, S) for three sentences, not two
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 1, 1, 3\) does not broadcast .* for padding"):
+        greedy_decode(model, src, BOS, EOS, max_len=3, src_mask=src_mask)
+
+
+def test_sampling_distribution_is_what_sample_next_token_draws_from():
+    logits = torch.tensor([[0.3, -0.2, 1.5, 0.9], [2.0, 1.0, 0.5, -1.0]])
+    torch.testing.assert_close(sampling_distribution(logits), logits.softmax(-1))
+    probs = sampling_distribution(logits, temperature=0.5, top_k=3, top_p=0.9)  # (2, 4)
+    torch.testing.assert_close(probs, top_p_filter(top_k_filter(logits / 0.5, 3), 0.9).softmax(-1))
+    assert (probs > 0).sum(-1).tolist() == [2, 2]
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.stack([sample_next_token(logits, 0.5, 3, 0.9, generator=generator) for _ in range(200)])
+    assert all(bool(probs[row, draws[:, row]].gt(0).all()) for row in range(2))  # never a filtered-out token
+    with pytest.raises(ValueError, match="temperature=0 must be > 0"):
+        sampling_distribution(logits, temperature=0)

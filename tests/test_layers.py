@@ -83,3 +83,27 @@ def test_dropout_is_active_only_in_training():
     x = torch.randn(1, 3, D_MODEL)
     assert not torch.equal(layer.train()(x), layer(x))
     torch.testing.assert_close(layer.eval()(x), layer(x))
+
+
+def test_layer_norm_of_the_wrong_width_names_the_fix():
+    with pytest.raises(ValueError, match=r"LayerNorm was built for vectors of 8 features, got input of shape "
+                                         r"\(2, 3, 5\): its last dimension must be d_model"):
+        LayerNorm(8)(torch.zeros(2, 3, 5))
+
+
+def test_pre_ln_layers_with_the_wrong_width_raise_before_any_raw_pytorch_error():
+    with pytest.raises(ValueError, match="LayerNorm was built for vectors of 12 features"):
+        EncoderLayer(12, 3, 24, dropout=0.0, norm_first=True)(torch.zeros(1, 4, 8))
+
+
+@pytest.mark.parametrize("layer", [EncoderLayer, DecoderLayer])
+@pytest.mark.parametrize("dropout", [1.0, -0.1])
+def test_layers_refuse_dropout_outside_zero_to_one(layer, dropout):
+    with pytest.raises(ValueError, match=rf"dropout={dropout} is outside \[0, 1\)"):
+        layer(12, 3, 24, dropout=dropout)
+
+
+@pytest.mark.parametrize("layer", [EncoderLayer, DecoderLayer])
+def test_layers_refuse_zero_heads(layer):
+    with pytest.raises(ValueError, match="num_heads=0 must both be at least 1"):
+        layer(12, 0, 24)

@@ -189,3 +189,39 @@ def test_copy_rejects_mismatched_sizes():
     reference = nn.MultiheadAttention(8, 2, batch_first=True)
     with pytest.raises(ValueError, match="sizes must match"):
         copy_multihead_weights(reference, MultiHeadAttention(8, 4))
+
+
+@pytest.mark.parametrize("d_model, num_heads", [(12, 0), (12, -2), (0, 4)])
+def test_zero_or_negative_heads_are_a_clear_error_not_a_zero_division(d_model, num_heads):
+    with pytest.raises(ValueError, match=rf"d_model={d_model} and num_heads={num_heads} must both be at least 1"):
+        MultiHeadAttention(d_model, num_heads)
+
+
+def test_split_heads_uses_the_same_heads_check_and_names_the_shape():
+    with pytest.raises(ValueError, match="d_model=10 is not divisible by num_heads=3: .* e.g. 2 or 5"):
+        split_heads(torch.zeros(1, 4, 10), 3)
+    with pytest.raises(ValueError, match=r"\(batch, T, d_model\), got \(4, 10\): add a batch dimension"):
+        split_heads(torch.zeros(4, 10), 2)
+    with pytest.raises(ValueError, match=r"merge_heads expects x shaped \(batch, heads, T, d_head\)"):
+        merge_heads(torch.zeros(4, 10))
+
+
+@pytest.mark.parametrize("dropout", [-0.5, 1.0, 2.0])
+def test_dropout_outside_zero_to_one_is_refused_at_construction(dropout):
+    with pytest.raises(ValueError, match=rf"dropout={dropout} is outside \[0, 1\)"):
+        MultiHeadAttention(12, 3, dropout=dropout)
+
+
+def test_a_float_mask_is_refused_in_training_mode_and_without_weights_too():
+    ours, _ = make_pair()
+    x = random_input()
+    for need_weights in (True, False):
+        with pytest.raises(ValueError, match="must be a bool tensor .* got dtype torch.float32"):
+            ours.train()(x, x, x, mask=causal_mask(5).float(), need_weights=need_weights)
+
+
+def test_empty_sequences_are_a_clear_error():
+    ours, _ = make_pair()
+    x = random_input()
+    with pytest.raises(ValueError, match="attention got an empty tensor"):
+        ours(x[:, :0], x, x)

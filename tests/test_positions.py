@@ -9,6 +9,7 @@ from transformer_lib import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     apply_rope,
+    dot_products_by_offset,
     scaled_dot_product_attention,
     shift_rotation,
     sinusoidal_encoding,
@@ -121,3 +122,29 @@ def test_rope_rejects_odd_width_and_wrong_positions():
         apply_rope(torch.zeros(2, 3))
     with pytest.raises(ValueError, match=r"positions must be shaped \(2,\)"):
         apply_rope(torch.zeros(2, 4), positions=torch.arange(3))
+
+
+@pytest.mark.parametrize("module", [lambda p: PositionalEncoding(8, 10, dropout=p),
+                                    lambda p: LearnedPositionalEmbedding(10, 8, dropout=p)])
+@pytest.mark.parametrize("dropout", [1.0, -0.2])
+def test_position_modules_refuse_dropout_outside_zero_to_one(module, dropout):
+    with pytest.raises(ValueError, match=rf"dropout={dropout} is outside \[0, 1\)"):
+        module(dropout)
+
+
+def test_learned_positions_of_the_wrong_width_name_the_fix():
+    with pytest.raises(ValueError, match=r"vectors of width 8, got input of shape \(1, 4, 6\): .* d_model=6"):
+        LearnedPositionalEmbedding(10, 8)(torch.zeros(1, 4, 6))
+
+
+def test_sinusoidal_encoding_needs_at_least_one_position():
+    with pytest.raises(ValueError, match="num_positions=0 must be at least 1"):
+        sinusoidal_encoding(0, 8)
+
+
+def test_dot_products_by_offset_do_not_depend_on_the_start():
+    dots = dot_products_by_offset(16, 0, 20)  # (21,)
+    assert dots.shape == (21,) and dots.dtype == torch.float64
+    torch.testing.assert_close(dots, dot_products_by_offset(16, 37, 20), atol=1e-5, rtol=0)
+    expected = torch.cos(torch.arange(21.0, dtype=torch.float64)[:, None] * 10000 ** (-torch.arange(0, 16, 2) / 16))
+    torch.testing.assert_close(dots, expected.sum(-1), atol=1e-5, rtol=0)  # each sin/cos pair adds cos(k ω_j)

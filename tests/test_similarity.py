@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_lib import cosine_similarity, most_similar_word, word_feature_table
+from transformer_lib import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
 
 
 def test_pairwise_matrix_matches_torch():
@@ -78,3 +78,11 @@ def test_heatmap_labels_the_axes_and_annotates_cells():
     assert "0.71" in [t.get_text() for t in ax.texts]
     with pytest.raises(ValueError, match="labels do not match"):
         heatmap(features, words, words, "t", "x", "y")
+
+
+def test_vector_from_polar_has_the_length_and_angle_asked_for():
+    v = vector_from_polar(2.0, 60.0)
+    assert v.shape == (2,) and v.dtype == torch.float64
+    assert float(v.norm()) == pytest.approx(2.0)
+    torch.testing.assert_close(v, torch.tensor([1.0, 3**0.5], dtype=torch.float64))
+    assert float(cosine_similarity(vector_from_polar(1.0, 0.0), vector_from_polar(3.0, 60.0))) == pytest.approx(0.5)

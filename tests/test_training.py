@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -99,3 +100,71 @@ def test_lesson_checkpoints_live_in_the_folder_the_course_tools_choose(monkeypat
     assert lesson_checkpoint("translation").as_posix() == "../checkpoints/translation.pt"
     monkeypatch.setenv(CHECKPOINTS_VARIABLE, str(tmp_path))
     assert lesson_checkpoint("translation") == tmp_path / "translation.pt"
+
+
+def test_steps_equal_to_the_default_warm_up_are_refused_with_a_suggestion():
+    with pytest.raises(ValueError, match=r"warmup_steps=100 must be at least 0 and less than steps=100: .* "
+                                         r"TrainingConfig\(steps=100, warmup_steps=25\)"):
+        TrainingConfig(steps=100)
+    TrainingConfig(steps=101)  # the default warm-up of 100 fits
+    TrainingConfig(steps=10, warmup_steps=0)  # no warm-up at all
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(steps=0, warmup_steps=0), "steps=0 must be at least 1: the number of optimiser steps"),
+        (dict(warmup_steps=-1), "warmup_steps=-1 must be at least 0"),
+        (dict(batch_size=0), "batch_size=0 must be at least 1: the number of sentence pairs"),
+        (dict(peak_lr=0.0), "peak_lr=0.0 must be > 0"),
+        (dict(clip_norm=-1.0), "clip_norm=-1.0 must be > 0: .* 1e9 to turn clipping off"),
+        (dict(label_smoothing=1.0), r"label_smoothing=1.0 must be in \[0, 1\)"),
+    ],
+)
+def test_impossible_training_configs_are_clear_errors(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TrainingConfig(**overrides)
+
+
+def test_linear_schedule_at_and_past_the_end_of_the_budget():
+    assert warmup_linear_decay_lr(400, 1e-3, 100, 400) == 0.0
+    assert warmup_linear_decay_lr(401, 1e-3, 100, 400) == 0.0  # LambdaLR asks for the step after the last
+    assert warmup_linear_decay_lr(100, 1e-3, 100, 100) == 1e-3  # a warm-up filling the budget: no 0/0 either
+    assert warmup_linear_decay_lr(101, 1e-3, 100, 100) == 0.0
+
+
+def test_a_run_whose_warm_up_ends_one_step_before_the_budget_trains_to_the_end():
+    task = make_translation_task(num_train=64, num_valid=16, num_test=4, seed=0)
+    torch.manual_seed(0)
+    history = train(Transformer(translation_model_config(task)), task,
+                    TrainingConfig(steps=3, warmup_steps=2, batch_size=16), progress=False)
+    assert history.steps == [1, 2, 3] and history.lr[1] == TrainingConfig().peak_lr
+
+
+def test_paper_schedule_refuses_a_zero_warm_up():
+    with pytest.raises(ValueError, match="warmup_steps=0 must both be at least 1 .* warmup_steps=4000"):
+        transformer_lr(1, d_model=512, warmup_steps=0)
+
+
+@pytest.mark.parametrize(
+    "logits_shape, labels, error, message",
+    [
+        ((2, 4, 6), torch.zeros(3, 4, dtype=torch.long), ValueError, r"logits \(2, 4, 6\) and labels \(3, 4\)"),
+        ((2, 4), torch.zeros(2, 4, dtype=torch.long), ValueError, r"logits must be \(batch, T, V\)"),
+        ((1, 2, 6), torch.tensor([[3, 6]]), ValueError, "token id 6 in labels is outside the vocabulary of 6"),
+        ((1, 2, 6), torch.tensor([[3.0, 1.0]]), TypeError, r"labels must hold integer token ids"),
+    ],
+)
+def test_loss_inputs_that_do_not_fit_are_clear_errors(logits_shape, labels, error, message):
+    with pytest.raises(error, match=message):
+        label_smoothed_cross_entropy(torch.zeros(logits_shape), labels, pad_id=0)
+
+
+def test_loss_refuses_smoothing_outside_zero_to_one():
+    with pytest.raises(ValueError, match=r"smoothing=1.0 must be in \[0, 1\)"):
+        label_smoothed_cross_entropy(torch.zeros(1, 2, 6), torch.tensor([[3, 1]]), pad_id=0, smoothing=1.0)
+
+
+def test_teacher_forcing_needs_two_tokens_per_target():
+    with pytest.raises(ValueError, match=r"T >= 2 .* got shape \(2, 1\): encode each target with add_bos=True"):
+        shift_for_teacher_forcing(torch.ones(2, 1, dtype=torch.long))

@@ -8,16 +8,11 @@ import torch
 
 matplotlib.use("Agg")
 
-from transformer_lib.views.attention_scores import attention_scores_widget, entropy_bits  # noqa: E402
-from transformer_lib.views.qkv import attention_heatmap_widget  # noqa: E402
+from transformer_lib.views.attention_scores import attention_scores_widget  # noqa: E402
+from transformer_lib.views.queries_keys_values import attention_heatmap_widget  # noqa: E402
 
 WORDS = ["Orange", "Phone", "Apple", "And", "An"]
 FEATURES = torch.tensor([[0, 3, 0], [4, 0, 0], [2, 2, 0], [0, 0, 2], [0, 0, 3]], dtype=torch.float64)
-
-
-def test_entropy_bits_of_one_hot_and_uniform():
-    assert entropy_bits(torch.tensor([0.0, 1.0, 0.0])) == 0.0
-    assert entropy_bits(torch.full((4,), 0.25)) == pytest.approx(2.0)
 
 
 def test_scores_widget_shows_the_chosen_querys_scores():

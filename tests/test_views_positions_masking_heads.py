@@ -3,15 +3,10 @@
 import matplotlib
 import torch
 
-from transformer_lib import causal_mask, sinusoidal_encoding
-from transformer_lib.views.masking import build_mask, masking_widget
-from transformer_lib.views.multi_head import head_widget, plot_heads
-from transformer_lib.views.positions import (
-    ENCODING_COLUMN_LABEL,
-    dot_products_by_offset,
-    plot_encoding,
-    positional_encoding_widget,
-)
+from transformer_lib import sinusoidal_encoding
+from transformer_lib.views.masking import masking_widget
+from transformer_lib.views.multi_head_attention import head_widget, plot_heads
+from transformer_lib.views.positional_encoding import ENCODING_COLUMN_LABEL, plot_encoding, positional_encoding_widget
 
 matplotlib.use("Agg")
 
@@ -27,10 +22,6 @@ def test_positional_encoding_widget_follows_its_sliders():
     assert abs(w.state["dots"][0].item() - 2.0) < 1e-6  # PE(p)·PE(p) = d_model / 2
 
 
-def test_dot_products_by_offset_do_not_depend_on_the_start():
-    torch.testing.assert_close(dot_products_by_offset(16, 0, 20), dot_products_by_offset(16, 37, 20))
-
-
 def test_masking_widget_updates_weights_for_each_mask():
     w = masking_widget(lengths=(6, 3), kind="none")
     assert w.state["weights"].shape == (2, 6, 6)
@@ -43,14 +34,7 @@ def test_masking_widget_updates_weights_for_each_mask():
     assert w.state["weights"][1, 0, 4] > 0 and torch.all(w.state["weights"][1, :, 5] == 0)
     w.controls["mask"].value = "both"
     torch.testing.assert_close(w.state["weights"].sum(-1), torch.ones(2, 6, dtype=torch.float64))
-
-
-def test_build_mask_combines_causal_and_padding():
-    tokens = torch.tensor([[1, 2, 0]])
-    mask = build_mask("both", tokens, pad_id=0)
-    assert mask.shape == (1, 1, 3, 3)
-    assert mask[0, 0].tolist() == (causal_mask(3) & torch.tensor([True, True, False])).tolist()
-    assert build_mask("none", tokens, 0) is None
+    assert w.state["allowed"] == [21, 20]  # a: 1 + 2 + … + 6; b: 1 + … + 5 for its words, 5 for its <pad> query
 
 
 def test_head_widget_follows_head_and_query():

@@ -8,21 +8,44 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 
 Modules, in the order the lessons introduce them: device (00), similarity (01), attention (02-03), positions (04),
 masks (05), multi_head and torch_interop (06), layers (07), model (08), data and training (09), decoding (10),
-gpt and chunked_attention (11).
+gpt, chunked_attention and scaling (11).
 """
 
-from .attention import scaled_dot_product_attention, softmax
+from .attention import entropy_bits, scaled_dot_product_attention, softmax
 from .chunked_attention import chunked_attention, online_softmax_update
 from .data import TranslationTask, Vocabulary, make_translation_task
-from .decoding import beam_search, greedy_decode, sample, sample_next_token, top_k_filter, top_p_filter
+from .decoding import (
+    beam_search,
+    greedy_decode,
+    sample,
+    sample_next_token,
+    sampling_distribution,
+    top_k_filter,
+    top_p_filter,
+)
 from .device import get_device, set_seed
 from .gpt import GPT, CharTokenizer, GPTConfig, generate, train_gpt, zen_of_python
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm
-from .masks import causal_mask, padding_mask
-from .model import DecoderCache, Transformer, TransformerConfig, count_parameters
+from .masks import MASK_KINDS, build_mask, causal_mask, padding_mask
+from .model import (
+    DecoderCache,
+    Transformer,
+    TransformerConfig,
+    count_parameters,
+    cross_attention_weights,
+    parameter_breakdown,
+)
 from .multi_head import KVCache, MultiHeadAttention, merge_heads, split_heads
-from .positions import LearnedPositionalEmbedding, PositionalEncoding, apply_rope, shift_rotation, sinusoidal_encoding
-from .similarity import cosine_similarity, most_similar_word, word_feature_table
+from .positions import (
+    LearnedPositionalEmbedding,
+    PositionalEncoding,
+    apply_rope,
+    dot_products_by_offset,
+    shift_rotation,
+    sinusoidal_encoding,
+)
+from .scaling import fit_power_law, score_memory_mib
+from .similarity import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
     TrainingConfig,
@@ -43,17 +66,22 @@ __all__ = [
     # lesson 01: similarity
     "cosine_similarity",
     "most_similar_word",
+    "vector_from_polar",
     "word_feature_table",
     # lessons 02-03: attention
+    "entropy_bits",
     "scaled_dot_product_attention",
     "softmax",
     # lesson 04: positions
     "LearnedPositionalEmbedding",
     "PositionalEncoding",
     "apply_rope",
+    "dot_products_by_offset",
     "shift_rotation",
     "sinusoidal_encoding",
     # lesson 05: masks
+    "MASK_KINDS",
+    "build_mask",
     "causal_mask",
     "padding_mask",
     # lesson 06: multi-head attention, and loading PyTorch's weights
@@ -74,10 +102,12 @@ __all__ = [
     "Transformer",
     "TransformerConfig",
     "count_parameters",
+    "parameter_breakdown",
     # lesson 09: data and training
     "TrainingConfig",
     "TranslationTask",
     "Vocabulary",
+    "cross_attention_weights",
     "exact_match",
     "label_smoothed_cross_entropy",
     "lesson_checkpoint",
@@ -92,6 +122,7 @@ __all__ = [
     "greedy_decode",
     "sample",
     "sample_next_token",
+    "sampling_distribution",
     "top_k_filter",
     "top_p_filter",
     # lesson 11: decoder-only models and the cost of attention
@@ -99,8 +130,10 @@ __all__ = [
     "GPT",
     "GPTConfig",
     "chunked_attention",
+    "fit_power_law",
     "generate",
     "online_softmax_update",
+    "score_memory_mib",
     "train_gpt",
     "zen_of_python",
 ]

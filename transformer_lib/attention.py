@@ -11,6 +11,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .masks import validate_mask
+
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Turn scores into weights that are positive and sum to 1 along ``dim``: ``exp(x_i) / Σ_j exp(x_j)``.
@@ -23,6 +25,21 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     shifted = x - x.amax(dim=dim, keepdim=True)  # largest entry is now 0
     exps = shifted.exp()  # each in [0, 1]
     return exps / exps.sum(dim=dim, keepdim=True)
+
+
+def entropy_bits(weights: torch.Tensor) -> float:
+    """Entropy ``-Σ w log₂ w`` of one weight distribution (n,), in bits.
+
+    0 when all the weight is on one key, ``log2(n)`` when it is spread evenly over n keys; a weight of 0 (a masked
+    key) adds nothing, as ``w log w → 0`` when ``w → 0``.
+    """
+    if weights.dim() != 1:
+        raise ValueError(
+            f"entropy_bits expects one distribution of shape (n,), got shape {tuple(weights.shape)}: "
+            "pass one row, e.g. weights[i]"
+        )
+    positive = weights[weights > 0]  # (k,) the keys that get any weight
+    return float(-(positive * positive.log2()).sum())
 
 
 def scaled_dot_product_attention(
@@ -41,11 +58,10 @@ def scaled_dot_product_attention(
     must broadcast. Returns ``(output, weights)``: ``output`` (…, T_q, d_v) and ``weights`` (…, T_q, T_k),
     each row of ``weights`` summing to 1.
 
-    ``mask`` (broadcastable to (…, T_q, T_k)) is either boolean, **True where attention is allowed** (as in
+    ``mask`` (boolean, broadcastable to (…, T_q, T_k)) is **True where attention is allowed** (as in
     ``torch.nn.functional.scaled_dot_product_attention``; ``nn.MultiheadAttention``'s ``attn_mask`` and
-    ``key_padding_mask`` use the opposite polarity, True = blocked), or floating point, added to the scores
-    (0 = allowed, ``-inf`` = blocked). A query whose keys are *all* blocked gets weights 0 and an output of 0,
-    never NaN.
+    ``key_padding_mask`` use the opposite polarity, True = blocked); see ``masks.validate_mask``. A query whose
+    keys are *all* blocked gets weights 0 and an output of 0, never NaN.
 
     ``dropout_p`` zeroes each weight with that probability and rescales the rest by ``1 / (1 - dropout_p)``;
     the returned weights are the ones used. Pass ``dropout_p > 0`` only while training (e.g.
@@ -58,8 +74,14 @@ def scaled_dot_product_attention(
     such a query (``tests/test_attention.py`` checks it), but PyTorch documents nothing for that case, while
     ``nn.MultiheadAttention`` returns NaN there in its default path (training mode, or with weights) and 0 in its
     fast inference path. Ours keeps one documented answer, 0, on every path.
+
+    Bad input (shapes that do not fit, an empty tensor, a broken mask, ``dropout_p`` outside [0, 1)) raises a
+    ValueError naming the fix, on both paths.
     """
-    _check_shapes(query, key, value)
+    scores_shape = check_attention_inputs(query, key, value)  # (…, T_q, T_k)
+    check_dropout(dropout_p, "dropout_p")
+    if mask is not None:
+        validate_mask(mask, scores_shape)
     if not need_weights and _fused_kernel_gives_the_same(mask):
         output = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p, scale=scale)
         return output, None
@@ -69,7 +91,7 @@ def scaled_dot_product_attention(
     if mask is None:
         weights = torch.softmax(scores, dim=-1)  # (…, T_q, T_k); the fused equal of softmax() above
     else:
-        scores = _apply_mask(scores, mask)
+        scores = scores.masked_fill(~mask, float("-inf"))  # blocked keys get weight exp(-inf) = 0
         blocked_rows = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (…, T_q, 1): no key allowed
         scores = scores.masked_fill(blocked_rows, 0.0)  # a finite row, so softmax gives no NaN
         weights = torch.softmax(scores, dim=-1).masked_fill(blocked_rows, 0.0)  # (…, T_q, T_k)
@@ -80,21 +102,34 @@ def scaled_dot_product_attention(
 
 
 def _fused_kernel_gives_the_same(mask: torch.Tensor | None) -> bool:
-    """True unless a mask is floating point or blocks every key of some query (see ``need_weights`` above)."""
-    if mask is None:
-        return True
-    if mask.dtype != torch.bool:
-        return False  # float masks keep the readable path, which validates them
-    return bool(mask.any(dim=-1).all())
+    """True unless a (boolean) mask blocks every key of some query (see ``need_weights`` above)."""
+    return mask is None or bool(mask.any(dim=-1).all())
 
 
-def _check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
-    """Raise a ValueError naming the shapes and the fix when query, key and value do not fit together."""
+def check_dropout(p: float, name: str = "dropout") -> None:
+    """Raise a ValueError unless the dropout probability ``p`` lies in [0, 1) (1 would zero every value)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(
+            f"{name}={p} is outside [0, 1): it is the probability of zeroing each value while training, "
+            "so use e.g. 0.1, or 0.0 for no dropout"
+        )
+
+
+def check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> tuple[int, ...]:
+    """Raise a ValueError naming the shapes and the fix when query, key and value do not fit together.
+
+    Returns the shape of the scores, (…, T_q, T_k). Reads shapes only, never the values.
+    """
     shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
     if min(query.dim(), key.dim(), value.dim()) < 2:
         raise ValueError(
             f"attention needs at least 2-D tensors (…, T, d); got {shapes}. "
             "Add a sequence dimension, e.g. query.unsqueeze(0) for a single query."
+        )
+    if 0 in (*query.shape, *key.shape, *value.shape):
+        raise ValueError(
+            f"attention got an empty tensor: {shapes}. Give it at least one query and one key, each with at least "
+            "one component (with no key there is nothing to average, and the result would be a silent 0)."
         )
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
@@ -107,31 +142,10 @@ def _check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -
             "Every key needs exactly one value: build both from the same sequence."
         )
     try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        leading = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"the leading (batch, heads) dimensions do not broadcast; got {shapes}. "
             "Give query, key and value the same batch and head dimensions."
         ) from None
-
-
-def _apply_mask(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Block the scores where a boolean mask is False, or add a float mask; validate the mask first."""
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise ValueError(
-            f"mask must be boolean (True = attention allowed) or floating point (added to the scores); "
-            f"got dtype {mask.dtype}. Convert a 0/1 mask with mask.bool()."
-        )
-    try:
-        fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"{tuple(scores.shape)} (…, T_q, T_k). Give it shape (T_q, T_k), "
-            "or (batch, 1, 1, T_k) for a padding mask."
-        )
-    if mask.dtype == torch.bool:
-        return scores.masked_fill(~mask, float("-inf"))
-    return scores + mask
+    return (*leading, query.shape[-2], key.shape[-2])

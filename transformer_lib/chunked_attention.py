@@ -24,6 +24,9 @@ import math
 import torch
 from torch import Tensor
 
+from .attention import check_attention_inputs
+from .masks import validate_mask
+
 
 def online_softmax_update(
     running_max: Tensor,
@@ -76,26 +79,16 @@ def chunked_attention(
 
     Returns:
         ``(..., T_q, d_v)`` attention output (no weights: they are never stored).
+
+    Inputs and mask are checked by the same rules as ``scaled_dot_product_attention``'s.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be a positive number of keys, e.g. 256")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query has d_k={query.shape[-1]} but key has d_k={key.shape[-1]} "
-            f"(shapes {tuple(query.shape)} and {tuple(key.shape)}): "
-            "queries and keys must have the same last dimension"
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"key has T_k={key.shape[-2]} but value has T_k={value.shape[-2]} (shapes {tuple(key.shape)} and "
-            f"{tuple(value.shape)}): pass one value per key"
-        )
-    t_q, t_k = query.shape[-2], key.shape[-2]
-    batch_shape = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    scores_shape = check_attention_inputs(query, key, value)  # (..., T_q, T_k)
+    *batch_shape, t_q, t_k = scores_shape
     if mask is not None:
-        if mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
-        mask = mask.expand(*torch.broadcast_shapes(mask.shape, (*batch_shape, t_q, t_k)))  # a view, no copy
+        validate_mask(mask, scores_shape)
+        mask = mask.expand(scores_shape)  # a view, no copy
 
     scale = 1.0 / math.sqrt(query.shape[-1])
     running_max = query.new_full((*batch_shape, t_q, 1), float("-inf"))  # (..., T_q, 1)

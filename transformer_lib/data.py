@@ -47,6 +47,39 @@ TARGET_DETERMINERS = {  # (definite, gender, plural) -> target determiner
 SOURCE_SOME = "some"
 
 
+def check_token_ids(tokens: torch.Tensor, vocab_size: int, name: str = "tokens") -> None:
+    """Raise a TypeError or ValueError naming the fix unless ``tokens`` is a non-empty (batch, T) integer tensor of ids
+    in ``0 … vocab_size - 1``.
+
+    The one check behind every model that embeds token ids (``Transformer``, ``GPT``) and the loss; it reads the
+    smallest and largest id in one pass (one device sync per call).
+    """
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of token ids shaped (batch, T), got {type(tokens).__name__}: "
+            "wrap the ids with torch.tensor([ids])"
+        )
+    if tokens.dtype not in (torch.long, torch.int32):
+        raise TypeError(
+            f"{name} must hold integer token ids (int64 or int32), got dtype {tokens.dtype}: ids index rows of an "
+            f"embedding table, so convert with {name}.long() (or build them with Vocabulary.encode)"
+        )
+    if tokens.dim() != 2:
+        raise ValueError(
+            f"{name} must be shaped (batch, T), got shape {tuple(tokens.shape)}: "
+            f"add a batch dimension with {name}.unsqueeze(0)"
+        )
+    if tokens.numel() == 0:
+        raise ValueError(f"{name} is empty, shape {tuple(tokens.shape)}: pass at least one sequence of one token")
+    smallest, largest = torch.stack(torch.aminmax(tokens)).tolist()
+    if smallest < 0 or largest >= vocab_size:
+        bad = largest if largest >= vocab_size else smallest
+        raise ValueError(
+            f"token id {bad} in {name} is outside the vocabulary of {vocab_size} tokens (valid ids are 0 … "
+            f"{vocab_size - 1}): encode with the same vocabulary the model was built with"
+        )
+
+
 class Vocabulary:
     """Token strings <-> integer ids; ids 0, 1, 2 are ``<pad>``, ``<bos>``, ``<eos>``."""
 

@@ -73,6 +73,24 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def sampling_distribution(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> torch.Tensor:
+    """The probabilities :func:`sample_next_token` draws from: ``softmax(logits / temperature)`` after the optional
+    top-k and top-p filters.
+
+    ``logits``: (…, V) -> (…, V) probabilities, 0 for every token a filter dropped.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature} must be > 0; for the most likely token use greedy decoding")
+    logits = logits / temperature  # (…, V): < 1 sharpens the distribution, > 1 flattens it
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    return logits.softmax(dim=-1)  # (…, V)
+
+
 def sample_next_token(
     logits: torch.Tensor,
     temperature: float = 1.0,
@@ -85,14 +103,12 @@ def sample_next_token(
     ``logits``: (batch, V) -> (batch,) token ids. The draw happens on the CPU, with ``generator`` (a CPU
     ``torch.Generator``) if given, so a seed gives the same tokens on every device.
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature={temperature} must be > 0; for the most likely token use greedy decoding")
-    logits = logits.float() / temperature  # (batch, V): < 1 sharpens the distribution, > 1 flattens it
-    if top_k is not None:
-        logits = top_k_filter(logits, top_k)
-    if top_p is not None:
-        logits = top_p_filter(logits, top_p)
-    probs = logits.softmax(dim=-1).cpu()  # (batch, V)
+    if logits.dim() != 2:
+        raise ValueError(
+            f"sample_next_token expects logits shaped (batch, V), got {tuple(logits.shape)}: for one row pass "
+            "logits[None]; for a model's output (batch, T, V) pass the last position, logits[:, -1]"
+        )
+    probs = sampling_distribution(logits.float(), temperature, top_k, top_p).cpu()  # (batch, V)
     return torch.multinomial(probs, 1, generator=generator)[:, 0].to(logits.device)  # (batch,)
 
 

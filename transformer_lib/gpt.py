@@ -18,9 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import check_dropout
+from .data import check_token_ids
 from .decoding import sample_next_token
 from .layers import EncoderLayer, LayerNorm
 from .masks import causal_mask
+from .multi_head import check_heads
 
 
 def zen_of_python() -> str:
@@ -54,7 +57,7 @@ class CharTokenizer:
 
 @dataclass
 class GPTConfig:
-    """Sizes of a small GPT; pre-LN blocks (``norm_first``) as in GPT-2."""
+    """Sizes of a small GPT; pre-LN blocks (``norm_first``) as in GPT-2. Impossible sizes raise a ValueError here."""
 
     vocab_size: int
     block_size: int = 64
@@ -63,6 +66,13 @@ class GPTConfig:
     num_layers: int = 2
     d_ff: int = 256
     dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, fix in (("vocab_size", "len(tokenizer)"), ("block_size", "the context length, e.g. 64")):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1: pass {fix}")
+        check_heads(self.d_model, self.num_heads)
+        check_dropout(self.dropout)
 
 
 class GPT(nn.Module):
@@ -84,6 +94,7 @@ class GPT(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens``: (batch, T) ids with T <= block_size -> logits (batch, T, V); position t sees tokens 0..t."""
+        check_token_ids(tokens, self.config.vocab_size)
         length = tokens.shape[1]
         if length > self.config.block_size:
             raise ValueError(
@@ -120,9 +131,14 @@ def train_gpt(
 ) -> list[float]:
     """Train on next-character prediction for a fixed number of ``steps`` (AdamW); returns the loss of each step.
 
-    ``data``: (N,) token ids on the CPU. Batches are drawn from a generator seeded with ``seed``, so a run is
-    repeatable.
+    ``data``: (N,) token ids on the CPU, N > block_size. Batches are drawn from a generator seeded with ``seed``,
+    so a run is repeatable.
     """
+    if data.dim() != 1 or len(data) <= model.config.block_size:
+        raise ValueError(
+            f"train_gpt needs data shaped (N,) with N > block_size={model.config.block_size} (one window plus its "
+            f"next character), got shape {tuple(data.shape)}: pass a longer text, encoded, e.g. tokenizer.encode(text)"
+        )
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -156,6 +172,9 @@ def generate(
     Each step feeds the last ``block_size`` tokens and picks the next one greedily or with
     :func:`~transformer_lib.decoding.sample_next_token`.
     """
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0: it counts the tokens to add to the prompt")
+    check_token_ids(prompt, model.config.vocab_size, "prompt")  # also when max_new_tokens is 0
     model.eval()
     tokens = prompt
     for _ in range(max_new_tokens):

@@ -34,6 +34,11 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(…, d_model) -> (…, d_model)."""
+        if x.dim() == 0 or x.shape[-1] != self.weight.shape[0]:
+            raise ValueError(
+                f"LayerNorm was built for vectors of {self.weight.shape[0]} features, got input of shape "
+                f"{tuple(x.shape)}: its last dimension must be d_model, or build LayerNorm(x.shape[-1])"
+            )
         mean = x.mean(dim=-1, keepdim=True)  # (…, 1)
         variance = x.var(dim=-1, unbiased=False, keepdim=True)  # (…, 1): divide by d_model, as nn.LayerNorm
         return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias  # (…, d_model)

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .attention import check_dropout
+from .data import check_token_ids
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm
-from .masks import causal_mask
+from .masks import causal_mask, validate_mask
+from .multi_head import check_heads
 from .positions import sinusoidal_encoding
 
 
@@ -23,6 +26,8 @@ class TransformerConfig:
 
     ``share_embeddings``: one embedding table for source and target (the paper's shared vocabulary; needs
     ``src_vocab_size == tgt_vocab_size``). ``tie_output``: the output projection reuses the target embedding matrix.
+    Impossible sizes (an empty vocabulary, heads that do not divide d_model, dropout outside [0, 1)) raise a ValueError
+    here, before any weight is built.
     """
 
     src_vocab_size: int
@@ -45,11 +50,12 @@ class TransformerConfig:
                 f"tgt_vocab_size={self.tgt_vocab_size}: pass share_embeddings=False to give each language its own "
                 "embedding table"
             )
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}: choose num_heads that "
-                "divides d_model"
-            )
+        for name, fix in (("src_vocab_size", "len(src_vocab)"), ("tgt_vocab_size", "len(tgt_vocab)"),
+                          ("max_len", "the length of the longest sequence, in tokens")):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1: pass {fix}")
+        check_heads(self.d_model, self.num_heads)
+        check_dropout(self.dropout)
 
 
 @dataclass
@@ -92,12 +98,14 @@ class Transformer(nn.Module):
             elif parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
 
-    def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
-        length = tokens.shape[1]
-        if start + length > self.config.max_len:
+    def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str, start: int = 0) -> torch.Tensor:
+        check_token_ids(tokens, embedding.num_embeddings, name)
+        length, max_len = tokens.shape[1], self.config.max_len
+        if start + length > max_len:
             raise ValueError(
-                f"positions {start}..{start + length - 1} exceed max_len={self.config.max_len}: "
-                "build the model with a larger TransformerConfig.max_len"
+                f"positions {start}..{start + length - 1} of {name} exceed max_len={max_len}: pass at most {max_len} "
+                f"tokens (when decoding, max_len <= {max_len}), or build the model with a larger "
+                "TransformerConfig.max_len"
             )
         x = embedding(tokens) * math.sqrt(self.config.d_model)  # (batch, T, d_model)
         return self.dropout(x + self.positions[start : start + length])  # (batch, T, d_model)
@@ -107,7 +115,7 @@ class Transformer(nn.Module):
 
         Returns the memory (batch, S, d_model).
         """
-        x = self._embed(self.src_embedding, src)
+        x = self._embed(self.src_embedding, src, "src")
         for layer in self.encoder_layers:
             x = layer(x, src_mask)
         return self.encoder_norm(x)  # (batch, S, d_model)
@@ -127,11 +135,17 @@ class Transformer(nn.Module):
         continue after the cached ones and the cache grows by T.
         """
         start = len(cache) if cache is not None else 0
-        length = tgt.shape[1]
+        x = self._embed(self.tgt_embedding, tgt, "tgt", start)  # (batch, T, d_model); checks tgt first
+        batch, length = tgt.shape
+        if memory.shape[0] != batch:
+            raise ValueError(
+                f"tgt has {batch} sequences but memory (the encoded src) has {memory.shape[0]}: give src and tgt "
+                "the same batch size, one target row per source sentence"
+            )
         mask = causal_mask(start + length, device=tgt.device)[start:]  # (T, start + T): the new rows
         if tgt_mask is not None:
+            validate_mask(tgt_mask, (batch, self.config.num_heads, length, start + length))
             mask = mask & tgt_mask
-        x = self._embed(self.tgt_embedding, tgt, start)
         layer_caches = cache.layers if cache is not None else [None] * len(self.decoder_layers)
         for layer, layer_cache in zip(self.decoder_layers, layer_caches, strict=True):
             x = layer(x, memory, tgt_mask=mask, memory_mask=memory_mask, cache=layer_cache)
@@ -156,3 +170,50 @@ class Transformer(nn.Module):
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable numbers in ``model``; a tensor shared by two modules (tied weights) counts once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def parameter_breakdown(model: Transformer) -> dict[str, int]:
+    """Parameters per component: embeddings and output projection, then encoder and decoder attention, feed-forward
+    and layer norms. Tied tensors count once (``named_parameters`` lists a shared tensor only once), so the values add
+    up to the total number of parameters."""
+    groups: dict[str, int] = {}
+    for name, parameter in model.named_parameters():
+        if "embedding" in name or "output_projection" in name:
+            group = "embeddings + output"
+        else:
+            stack = "encoder" if name.startswith("encoder") else "decoder"
+            kind = "attention" if "attn" in name else "feed-forward" if "linear" in name else "layer norms"
+            group = f"{stack} {kind}"
+        groups[group] = groups.get(group, 0) + parameter.numel()
+    return groups
+
+
+@torch.no_grad()
+def cross_attention_weights(
+    model: Transformer, src: torch.Tensor, decoder_input: torch.Tensor, src_mask: torch.Tensor | None = None
+) -> list[torch.Tensor]:
+    """Cross-attention weights of every decoder layer, each (batch, heads, T, S), for one teacher-forced pass.
+
+    ``src``: (batch, S) and ``decoder_input``: (batch, T) token ids. The layers ask their attention for no weights
+    (so the fused kernel can run); forward hooks ask for them here and are removed afterwards. Puts the model in
+    eval mode (no dropout).
+    """
+    captured: list[torch.Tensor] = []
+
+    def want_weights(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return args, {**kwargs, "need_weights": True}
+
+    def keep_weights(module: nn.Module, args: tuple, kwargs: dict, output: tuple) -> None:
+        captured.append(output[1])  # (batch, heads, T, S)
+
+    handles = []
+    for layer in model.decoder_layers:
+        handles.append(layer.multihead_attn.register_forward_pre_hook(want_weights, with_kwargs=True))
+        handles.append(layer.multihead_attn.register_forward_hook(keep_weights, with_kwargs=True))
+    try:
+        model.eval()
+        model(src, decoder_input, src_mask=src_mask)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return captured

@@ -14,21 +14,45 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import scaled_dot_product_attention
+from .attention import check_dropout, scaled_dot_product_attention
+
+
+def check_heads(d_model: int, num_heads: int) -> None:
+    """Raise a ValueError unless ``num_heads`` >= 1 divides ``d_model``: each head gets d_model / num_heads features.
+
+    The one check behind ``split_heads``, ``MultiHeadAttention``, ``TransformerConfig`` and ``GPTConfig``.
+    """
+    if num_heads < 1 or d_model < 1:
+        raise ValueError(
+            f"d_model={d_model} and num_heads={num_heads} must both be at least 1: every head needs at least one "
+            "feature, e.g. d_model=512 with num_heads=8 as in the paper"
+        )
+    if d_model % num_heads:
+        divisors = [h for h in range(2, d_model) if d_model % h == 0][:3] or [1]
+        raise ValueError(
+            f"d_model={d_model} is not divisible by num_heads={num_heads}: choose num_heads that divides "
+            f"d_model, e.g. {' or '.join(map(str, divisors))}"
+        )
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(batch, T, d_model) -> (batch, heads, T, d_head): head h gets features h*d_head ... (h+1)*d_head - 1."""
-    batch, length, d_model = x.shape
-    if d_model % num_heads:
+    if x.dim() != 3:
         raise ValueError(
-            f"d_model={d_model} is not divisible by num_heads={num_heads}: choose num_heads that divides d_model"
+            f"split_heads expects x shaped (batch, T, d_model), got {tuple(x.shape)}: "
+            "add a batch dimension with x.unsqueeze(0)"
         )
+    batch, length, d_model = x.shape
+    check_heads(d_model, num_heads)
     return x.view(batch, length, num_heads, d_model // num_heads).transpose(1, 2)  # (batch, heads, T, d_head)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(batch, heads, T, d_head) -> (batch, T, heads * d_head): the inverse of ``split_heads``."""
+    if x.dim() != 4:
+        raise ValueError(
+            f"merge_heads expects x shaped (batch, heads, T, d_head), as split_heads returns, got {tuple(x.shape)}"
+        )
     batch, heads, length, d_head = x.shape
     return x.transpose(1, 2).reshape(batch, length, heads * d_head)  # (batch, T, d_model)
 
@@ -56,12 +80,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        if d_model % num_heads:
-            divisors = [h for h in range(2, d_model) if d_model % h == 0][:3] or [1]
-            raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}: choose num_heads that divides "
-                f"d_model, e.g. {' or '.join(map(str, divisors))}"
-            )
+        check_heads(d_model, num_heads)
+        check_dropout(dropout)
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_head = d_model // num_heads
@@ -84,9 +104,9 @@ class MultiHeadAttention(nn.Module):
 
         ``mask``: bool, True = allowed, broadcastable to (batch, heads, T_q, T_k), e.g. ``causal_mask(T)`` (T, T)
         or ``padding_mask(tokens, pad_id)`` (batch, 1, 1, T_k). With a ``cache``, T_k counts the cached positions
-        too. Returns ``(output, weights)``: output (batch, T_q, d_model); weights (batch, heads, T_q, T_k), or None
-        when ``need_weights=False`` (then PyTorch's fused kernel may run). A query whose keys are all masked gets
-        all-zero weights and a zero attention result, never NaN.
+        too; ``masks.validate_mask`` checks the mask. Returns ``(output, weights)``: output (batch, T_q, d_model);
+        weights (batch, heads, T_q, T_k), or None when ``need_weights=False`` (then PyTorch's fused kernel may run).
+        A query whose keys are all masked gets all-zero weights and a zero attention result, never NaN.
         """
         self._check_inputs(query, key, value)
         q = split_heads(self.q_proj(query), self.num_heads)  # (batch, heads, T_q, d_head)
@@ -100,8 +120,6 @@ class MultiHeadAttention(nn.Module):
                     k = torch.cat((cache.key, k), dim=2)  # (batch, heads, T_cached + T_new, d_head)
                     v = torch.cat((cache.value, v), dim=2)
                 cache.key, cache.value = k, v
-        if mask is not None:
-            self._check_mask(mask, q.shape[0], q.shape[2], k.shape[2])
         dropout_p = self.dropout if self.training else 0.0
         attended, weights = scaled_dot_product_attention(  # (batch, heads, T_q, d_head), weights or None
             q, k, v, mask=mask, dropout_p=dropout_p, need_weights=need_weights
@@ -117,25 +135,14 @@ class MultiHeadAttention(nn.Module):
                 "add a batch dimension with x.unsqueeze(0)"
             )
         if not (query.shape[-1] == key.shape[-1] == value.shape[-1] == self.d_model):
-            raise ValueError(f"expected last dimension d_model={self.d_model} everywhere, got {shapes}")
+            raise ValueError(
+                f"expected last dimension d_model={self.d_model} everywhere, got {shapes}: pass vectors of the "
+                "width this module was built with, or build it with that d_model"
+            )
         if not (query.shape[0] == key.shape[0] == value.shape[0]):
-            raise ValueError(f"query, key and value must have the same batch size, got {shapes}")
+            raise ValueError(
+                f"query, key and value must have the same batch size, got {shapes}: take them from the same batch "
+                "of sequences (one key/value sequence per query sequence)"
+            )
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value must have the same length T_k (one value per key), got {shapes}")
-
-    def _check_mask(self, mask: torch.Tensor, batch: int, t_q: int, t_k: int) -> None:
-        scores_shape = (batch, self.num_heads, t_q, t_k)
-        if mask.dtype != torch.bool:
-            raise ValueError(
-                f"mask must be a bool tensor (True = attention allowed), got dtype {mask.dtype}: "
-                "build it with causal_mask / padding_mask or compare, e.g. tokens != pad_id"
-            )
-        try:
-            broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-        except RuntimeError:
-            broadcast = None
-        if mask.dim() > 4 or broadcast != scores_shape:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape (batch, heads, T_q, T_k)"
-                f" = {scores_shape}: use (T_q, T_k) for a causal mask or (batch, 1, 1, T_k) for padding"
-            )

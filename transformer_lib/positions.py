@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import check_dropout
+
 
 def _check_even(d: int, name: str) -> None:
     if d <= 0 or d % 2:
@@ -24,6 +26,8 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
     ValueError (the last sine would have no cosine partner).
     """
     _check_even(d_model, "d_model")
+    if num_positions < 1:
+        raise ValueError(f"num_positions={num_positions} must be at least 1: pass the number of positions to encode")
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (T, 1)
     frequencies = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
     angles = positions * frequencies  # (T, d_model/2), radians
@@ -46,11 +50,21 @@ def shift_rotation(offset: int, d_model: int, base: float = 10000.0) -> torch.Te
     return torch.block_diag(*blocks).float()  # (d_model, d_model)
 
 
+def dot_products_by_offset(d_model: int, position: int, max_offset: int) -> torch.Tensor:
+    """``PE(position) · PE(position + k)`` for k = 0 … ``max_offset``, in float64: shape (max_offset + 1,).
+
+    The products depend on the offset k only, not on ``position`` (each pair j adds ``cos(k ω_j)``).
+    """
+    encoding = sinusoidal_encoding(position + max_offset + 1, d_model).double()  # (T, d_model)
+    return encoding[position:] @ encoding[position]  # (max_offset + 1,)
+
+
 class PositionalEncoding(nn.Module):
     """Add the sinusoidal encoding to token embeddings, then apply dropout (as in the paper)."""
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0, base: float = 10000.0):
         super().__init__()
+        check_dropout(dropout)
         self.dropout = nn.Dropout(dropout)
         # a buffer: saved with the model and moved by .to(device), but not trained
         self.register_buffer("encoding", sinusoidal_encoding(max_len, d_model, base), persistent=False)
@@ -72,6 +86,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
         super().__init__()
+        check_dropout(dropout)
         self.embedding = nn.Embedding(max_len, d_model)
         self.dropout = nn.Dropout(dropout)
 
@@ -82,6 +97,11 @@ class LearnedPositionalEmbedding(nn.Module):
             raise ValueError(
                 f"LearnedPositionalEmbedding has vectors for {self.embedding.num_embeddings} positions, got a "
                 f"sequence of length {length}: learned positions cannot extrapolate, build it with a larger max_len"
+            )
+        if x.shape[-1] != self.embedding.embedding_dim:
+            raise ValueError(
+                f"LearnedPositionalEmbedding has vectors of width {self.embedding.embedding_dim}, got input of shape "
+                f"{tuple(x.shape)}: build it with d_model={x.shape[-1]}"
             )
         positions = torch.arange(length, device=x.device)  # (T,)
         return self.dropout(x + self.embedding(positions))  # (batch, T, d_model)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -47,6 +49,12 @@ def cosine_similarity(a: ArrayLike, b: ArrayLike, eps: float = 1e-12) -> torch.T
     result = a_unit @ b_unit.T if a_t.dim() == 2 else a_unit @ b_unit  # (n, m) or ()
     result = result.clamp(-1.0, 1.0)
     return result.numpy() if is_numpy else result
+
+
+def vector_from_polar(length: float, angle_degrees: float) -> torch.Tensor:
+    """The 2-D vector of the given length, turned ``angle_degrees`` anticlockwise from the x axis: (2,) float64."""
+    angle = math.radians(angle_degrees)
+    return torch.tensor([length * math.cos(angle), length * math.sin(angle)], dtype=torch.float64)  # (2,)
 
 
 FEATURE_NAMES = ("Tech", "Fruitness", "Other")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .data import TranslationTask, make_translation_task
+from .data import TranslationTask, check_token_ids, make_translation_task
 from .decoding import greedy_decode
 from .device import get_device, set_seed
 from .masks import padding_mask
@@ -25,6 +25,11 @@ def shift_for_teacher_forcing(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
     The decoder reads the target shifted right by one and predicts the next token at every position.
     """
+    if tgt.dim() != 2 or tgt.shape[1] < 2:
+        raise ValueError(
+            f"shift_for_teacher_forcing needs targets shaped (batch, T) with T >= 2 (<bos> … <eos>), got shape "
+            f"{tuple(tgt.shape)}: encode each target with add_bos=True and add_eos=True"
+        )
     return tgt[:, :-1], tgt[:, 1:]
 
 
@@ -38,6 +43,16 @@ def label_smoothed_cross_entropy(
     positions are left out with ``torch.where`` (not multiplied by 0, which turns an infinite log-probability into
     NaN); a batch without real tokens gives 0, not 0/0.
     """
+    if logits.dim() != 3 or logits.shape[:2] != labels.shape:
+        raise ValueError(
+            f"logits must be (batch, T, V) and labels (batch, T) for the same batch and positions, got logits "
+            f"{tuple(logits.shape)} and labels {tuple(labels.shape)}: pass the decoder input's logits with the "
+            "labels from the same shift_for_teacher_forcing call"
+        )
+    check_token_ids(labels, logits.shape[-1], "labels")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing={smoothing} must be in [0, 1): it is the probability mass moved off the right "
+                         "token, e.g. 0.1 as in the paper")
     log_probs = torch.log_softmax(logits, dim=-1)  # (batch, T, V)
     nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (batch, T)
     uniform = -log_probs.mean(dim=-1)  # (batch, T): cross-entropy against the uniform distribution
@@ -53,21 +68,39 @@ def transformer_lr(step: int, d_model: int, warmup_steps: int, scale: float = 1.
     It grows linearly for ``warmup_steps`` steps, peaks at ``scale / sqrt(d_model * warmup_steps)``, then decays
     like 1/sqrt(step).
     """
+    if d_model < 1 or warmup_steps < 1:
+        raise ValueError(
+            f"d_model={d_model} and warmup_steps={warmup_steps} must both be at least 1 (the schedule divides by "
+            "their powers): the paper uses d_model=512, warmup_steps=4000"
+        )
     step = max(step, 1)
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 def warmup_linear_decay_lr(step: int, peak_lr: float, warmup_steps: int, total_steps: int) -> float:
-    """Linear warm-up to ``peak_lr``, then a linear decay to 0 at ``total_steps`` (steps from 1)."""
+    """Linear warm-up to ``peak_lr``, then a linear decay to 0 at ``total_steps`` (steps from 1); 0 after it.
+
+    A step past a warm-up that fills the whole budget (``warmup_steps >= total_steps``) also gets 0, not a division
+    by zero; ``TrainingConfig`` refuses such a budget in the first place.
+    """
     step = max(step, 1)
     if step <= warmup_steps:
         return peak_lr * step / warmup_steps
-    return peak_lr * max(0.0, (total_steps - step) / (total_steps - warmup_steps))
+    if step >= total_steps:
+        return 0.0  # the budget is spent
+    return peak_lr * ((total_steps - step) / (total_steps - warmup_steps))
 
 
 @dataclass
 class TrainingConfig:
-    """Everything that decides a training run, so the same config and seed give the same model."""
+    """Everything that decides a training run, so the same config and seed give the same model.
+
+    ``warmup_steps`` must be smaller than ``steps`` (0 means no warm-up): the schedule warms up linearly to
+    ``peak_lr`` and then decays linearly to 0 at ``steps``, so a warm-up that fills the whole budget would end the
+    run at the peak, with no decay at all. That is never what the schedule is for, so it is refused here with a
+    suggested warm-up (a quarter of the steps, the default's ratio) rather than silently run. Other impossible
+    values (no steps, an empty batch, a learning rate or clip norm <= 0, smoothing outside [0, 1)) raise too.
+    """
 
     steps: int = 400
     batch_size: int = 64
@@ -76,6 +109,22 @@ class TrainingConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, fix in (("steps", "optimiser steps, e.g. 400"), ("batch_size", "sentence pairs per step, e.g. 64")):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1: the number of {fix}")
+        for name, fix in (("peak_lr", "e.g. 3e-3"), ("clip_norm", "e.g. 1.0, or 1e9 to turn clipping off")):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be > 0: {fix}")
+        if not 0 <= self.warmup_steps < self.steps:
+            raise ValueError(
+                f"warmup_steps={self.warmup_steps} must be at least 0 and less than steps={self.steps}: the "
+                "learning rate warms up, then decays to 0 at the last step; pass e.g. "
+                f"TrainingConfig(steps={self.steps}, warmup_steps={self.steps // 4})"
+            )
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing={self.label_smoothing} must be in [0, 1), e.g. 0.1 as in the paper")
 
 
 @dataclass

@@ -33,18 +33,18 @@ GALLERY_NAME = "widget_gallery"
 # One call per widget builder, with small inputs: what a widget looks like and does does not depend on the lesson's
 # data. test_the_gallery_has_every_widget_the_lessons_build keeps this in step with the lessons.
 GALLERY = {
-    "softmax_temperature_widget": ("transformer_lib.views.start", "softmax_temperature_widget()"),
+    "softmax_temperature_widget": ("transformer_lib.views.start_here", "softmax_temperature_widget()"),
     "vector_angle_widget": ("transformer_lib.views.similarity", "vector_angle_widget()"),
     "attention_scores_widget": ("transformer_lib.views.attention_scores",
                                 'attention_scores_widget(["cat", "dog", "car"], torch.eye(3), query_word="cat")'),
-    "attention_heatmap_widget": ("transformer_lib.views.qkv",
+    "attention_heatmap_widget": ("transformer_lib.views.queries_keys_values",
                                  'attention_heatmap_widget(["a", "b", "c"], torch.randn(3, 4), torch.randn(3, 4))'),
-    "positional_encoding_widget": ("transformer_lib.views.positions", "positional_encoding_widget()"),
+    "positional_encoding_widget": ("transformer_lib.views.positional_encoding", "positional_encoding_widget()"),
     "masking_widget": ("transformer_lib.views.masking", "masking_widget()"),
-    "head_widget": ("transformer_lib.views.multi_head",
+    "head_widget": ("transformer_lib.views.multi_head_attention",
                     'head_widget(torch.randn(2, 3, 3).softmax(-1), ["a", "b", "c"])'),
     "sampling_widget": ("transformer_lib.views.decoding", 'sampling_widget(torch.randn(6), list("abcdef"))'),
-    "attention_memory_widget": ("transformer_lib.views.scaling", "attention_memory_widget()"),
+    "attention_memory_widget": ("transformer_lib.views.gpt_and_scaling", "attention_memory_widget()"),
 }
 
 

@@ -1,7 +1,9 @@
-"""Checks for lesson 01's exercises: dot product, norm, cosine-similarity matrix, most similar word."""
+"""Checks for lesson 01's exercises: dot product, norm, a cosine matrix to debug, the top pairs to predict, the most
+similar word, and a feature vector built for given angles."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -56,17 +58,24 @@ def norm(student_fn: Callable) -> CheckResult:
     return ex.result
 
 
+def _columns_normalised(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """What a cosine matrix gives when it divides by the columns' lengths (dim=0) instead of the rows'."""
+    return (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T
+
+
 def cosine_matrix(student_fn: Callable) -> CheckResult:
     """Check a function (n, d), (m, d) -> (n, m) of pairwise cosine similarities."""
     ex = Exercise("cosine_matrix")
     with ex.run():
         _, features = word_feature_table()
+        wrong_axis = "you divided by the columns' lengths (dim=0): each row (word) must be divided by its own length"
         ex.compare(
             "the cosine table of the five words (5 x 5)",
             ex.call(student_fn, features, features),
             cosine_similarity(features, features),
             hint="divide each dot product by the lengths of both vectors",
             mistakes={
+                wrong_axis: _columns_normalised(features, features),
                 "you returned dot products: divide each one by both vectors' lengths": features @ features.T,
             },
         )
@@ -79,6 +88,7 @@ def cosine_matrix(student_fn: Callable) -> CheckResult:
             expected,
             hint="entry [i, j] compares row i of the first matrix with row j of the second: a @ b.T, normalised",
             mistakes={
+                wrong_axis: _columns_normalised(queries, keys),
                 "your matrix is transposed: entry [i, j] must compare row i of a with row j of b": expected.T,
                 "you divided by the first vectors' lengths only: divide by both": a_unit @ keys.T,
             },
@@ -109,5 +119,85 @@ def most_similar(student_fn: Callable) -> CheckResult:
             most_similar_word("kitten", animals, sizes),
             hint="use cosine similarity, not the dot product",
             mistakes={"you compared dot products: the long 'lion' vector wins; use the cosine": "lion"},
+        )
+    return ex.result
+
+
+def _pair(words: object) -> str:
+    """A pair of words as one order-free string, 'Apple & Phone'."""
+    first, second = sorted(words)  # a malformed answer raises here and becomes one ✘ line
+    return f"{first} & {second}"
+
+
+def _top_pair(table: torch.Tensor, words: list[str]) -> str:
+    """The two different words with the largest entry of a (n_words, n_words) similarity table."""
+    others = table.clone()
+    others.fill_diagonal_(float("-inf"))  # a word with itself does not count
+    i, j = divmod(int(others.argmax()), len(words))
+    return _pair((words[i], words[j]))
+
+
+def top_pairs(student_fn: Callable) -> CheckResult:
+    """Check a prediction {'dot': (word, word), 'cosine': (word, word)}: the pairs that score highest."""
+    ex = Exercise("top_pairs")
+    with ex.run():
+        prediction = ex.call(student_fn)
+        if not ex.require("a dict with the keys 'dot' and 'cosine'",
+                          isinstance(prediction, dict) and {"dot", "cosine"} <= set(prediction),
+                          problem=f"got {prediction!r}", hint="return {'dot': (word, word), 'cosine': (word, word)}"):
+            return ex.result
+        words, features = word_feature_table()
+        ex.compare(
+            "the pair of different words with the largest dot product",
+            _pair(prediction["dot"]),
+            _top_pair(features @ features.T, words),
+            hint="the dot product grows with both vectors' lengths: compute a · b for every pair of different words",
+            mistakes={"An · An = 9 is a word with itself: pick two different words": "An & An",
+                      "that is the largest cosine: the dot product also counts length": "An & And",
+                      "that pair's dot product is 6: Phone is longer than Orange": "Apple & Orange"},
+        )
+        ex.compare(
+            "the pair of different words with the largest cosine",
+            _pair(prediction["cosine"]),
+            _top_pair(cosine_similarity(features, features), words),
+            hint="the cosine ignores length: which two different words point in exactly the same direction?",
+            mistakes={"that is the largest dot product: the cosine divides by both lengths": "Apple & Phone",
+                      "a word with itself does not count: pick two different words": "An & An"},
+        )
+    return ex.result
+
+
+def _angles(vector: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    """The angles in degrees between vector (d,) and each row of others (n, d)."""
+    return torch.rad2deg(torch.arccos(cosine_similarity(vector[None], others)[0]))  # (n,)
+
+
+def tablet_vector(student_fn: Callable) -> CheckResult:
+    """Check a (3,) feature vector at 60° from Phone and 30° from And."""
+    ex = Exercise("tablet_vector")
+    with ex.run():
+        got = torch.as_tensor(ex.call(student_fn), dtype=torch.float64)
+        if not ex.require("a vector of 3 features (Tech, Fruitness, Other)", got.shape == (3,),
+                          problem=f"got shape {tuple(got.shape)}", hint="return one vector of shape (3,)"):
+            return ex.result
+        _, features = word_feature_table()
+        phone_and = features[[1, 3]]  # (2, 3): Phone, And
+        in_radians = torch.tensor([math.cos(60.0), 0.0, math.cos(30.0)], dtype=torch.float64)
+        dot_products = torch.tensor([0.5 / 4.0, 0.0, math.cos(math.radians(30.0)) / 2.0], dtype=torch.float64)
+        ex.compare(
+            "the angles of Tablet with Phone and with And, in degrees",
+            _angles(got, phone_and),
+            torch.tensor([60.0, 30.0], dtype=torch.float64),
+            atol=1e-3,
+            hint="cos(angle) = component / length, because Phone and And each lie along one feature axis",
+            mistakes={
+                "math.cos and torch.cos take radians: use math.cos(math.radians(60))": _angles(in_radians, phone_and),
+                "you made the dot products equal cos 60° and cos 30°: the cosine also divides by both lengths":
+                    _angles(dot_products, phone_and),
+                "the two angles are swapped: 60° with Phone (Tech), 30° with And (Other)":
+                    torch.tensor([30.0, 60.0], dtype=torch.float64),
+                "the features are Tech, Fruitness, Other: And lies along the third one": torch.tensor(
+                    [60.0, 90.0], dtype=torch.float64),
+            },
         )
     return ex.result

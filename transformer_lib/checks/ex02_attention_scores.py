@@ -1,7 +1,9 @@
-"""Checks for lesson 02's exercises: a stable softmax, attention weights from dot products, a weighted average."""
+"""Checks for lesson 02's exercises: a stable softmax, attention weights, predicting shifted and scaled weights, a
+batched softmax to debug, and the temperature that gives a required top weight."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -61,18 +63,101 @@ def attention_weights(student_fn: Callable[[torch.Tensor, torch.Tensor], torch.T
     return ex.result
 
 
-def weighted_average(student_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
-    """Check (T_q, T_k) weights and (T_k, d_v) values -> (T_q, d_v) weighted averages of the values."""
-    ex = Exercise("weighted_average")
+def predict_weights(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> CheckResult:
+    """Check a function w = softmax(s) (batch, T) -> (softmax(s + 5), softmax(2 s)), computed from w alone."""
+    ex = Exercise("predict_weights")
     with ex.run():
-        weights = softmax(FEATURES[[2, 0, 3]] @ FEATURES[[0, 1, 2]].T)  # (3, 3), rows sum to 1, not symmetric
-        values = FEATURES[[0, 1, 2]]  # (3, 3)
-        ex.compare("new vectors of Apple, Orange and And", ex.call(student_fn, weights, values), weights @ values,
-                   hint="output[i] = Σ_j weights[i, j] · values[j], i.e. weights @ values",
-                   mistakes={"you mixed the values with the columns of the weights: use weights @ values, "
-                             "not weights.T @ values": weights.T @ values,
-                             "you multiplied element by element: use the matrix product @": weights * values})
-        wide = torch.arange(6, dtype=torch.float64).reshape(3, 2)  # (3, 2): d_v differs from T_k
-        ex.compare("an output with d_v = 2 components", ex.call(student_fn, weights, wide), weights @ wide,
-                   hint="the result has one row per query and one column per value component: (T_q, d_v)")
+        scores = torch.tensor([[2.0, 1.0, 0.0, -1.0], [0.5, 3.0, -2.0, 1.0]], dtype=torch.float64)  # (2, 4)
+        w = softmax(scores)
+        got = ex.call(student_fn, w.clone())
+        if not ex.require("a pair (weights after adding 5, weights after doubling)",
+                          isinstance(got, tuple | list) and len(got) == 2,
+                          problem=f"got {type(got).__name__}", hint="return two tensors: `return shifted, doubled`"):
+            return ex.result
+        shifted, doubled = got
+        ex.compare("softmax(s + 5) from w alone", shifted, softmax(scores + 5.0),
+                   hint="adding the same number to every score multiplies every exp by the same factor",
+                   mistakes={"adding 5 to every score changes no weight: the factor e⁵ cancels": w + 5.0,
+                             "adding 5 to every score changes no weight, even after normalising": (w + 5.0)
+                             / (w + 5.0).sum(dim=-1, keepdim=True)})
+        squared = w**2
+        ex.compare("softmax(2 s) from w alone", doubled, softmax(2.0 * scores),
+                   hint="exp(2 s) = exp(s)², so the new weights are proportional to w²",
+                   mistakes={"doubling the scores does not double the weights: exp(2 s) = exp(s)², so use w²": 2.0 * w,
+                             "softmax is not scale-invariant (only dividing by the row sum is): use w², "
+                             "then normalise": w,
+                             "w² must be normalised so that each row sums to 1": squared,
+                             "normalise w² along each row (dim=-1), not along the columns": squared
+                             / squared.sum(dim=0, keepdim=True),
+                             "doubling the scores is a temperature of 1/2: it sharpens (w²), it does not flatten "
+                             "(√w)": w.sqrt() / w.sqrt().sum(dim=-1, keepdim=True)})
+    return ex.result
+
+
+def fixed_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
+    """Check a softmax over the keys (the last axis) of (batch, T_q, T_k) scores."""
+    ex = Exercise("fixed_softmax")
+    with ex.run():
+        square = (torch.arange(27, dtype=torch.float64) * 5 % 27).reshape(3, 3, 3) / 4  # (3, 3, 3) all distinct
+        square[2] += 800.0  # one batch element with huge scores
+        exps = (square - square.amax(dim=-1, keepdim=True)).exp()
+        global_exps = (square - square.max()).exp()  # batches 0 and 1 underflow to 0, then 0 / 0
+        ex.compare("weights of (batch=3, T_q=3, T_k=3) scores", ex.call(student_fn, square.clone()), softmax(square),
+                   hint="each query's row of weights, over the keys (dim=-1), must sum to 1",
+                   mistakes={"you still sum over dim=1, the queries: sum over the keys, dim=-1": exps
+                             / exps.sum(dim=1, keepdim=True),
+                             "you sum over dim=0, the batch: sum over the keys, dim=-1": exps
+                             / exps.sum(dim=0, keepdim=True),
+                             "without keepdim=True the (batch, T_q) sums line up with the keys' axis: keep the "
+                             "summed axis (keepdim=True)": exps / exps.sum(dim=-1),
+                             "you divided by the sum of the whole tensor: sum each row over the keys, dim=-1": exps
+                             / exps.sum(),
+                             "you subtracted the largest score of the whole tensor: subtract each row's own "
+                             "maximum (amax(dim=-1, keepdim=True))": global_exps
+                             / global_exps.sum(dim=-1, keepdim=True)})
+        wide = torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).reshape(2, 3, 4) ** 2  # (2, 3, 4): T_q ≠ T_k
+        ex.compare("weights of (batch=2, T_q=3, T_k=4) scores", ex.call(student_fn, wide.clone()), softmax(wide),
+                   hint="the weights keep the scores' shape (batch, T_q, T_k); each row over T_k sums to 1")
+    return ex.result
+
+
+def _top_weight(scores: torch.Tensor, temperature: float) -> float:
+    return softmax(scores / temperature).max().item()
+
+
+def _temperature_for(scores: torch.Tensor, top_weight: float) -> float:
+    """The temperature τ at which the largest weight of softmax(scores / τ) is top_weight (it falls as τ grows)."""
+    low, high = math.log(1e-3), math.log(1e3)  # bisection on log T
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _top_weight(scores, math.exp(middle)) > top_weight else (low, middle)
+    return math.exp((low + high) / 2)
+
+
+def temperature(student_fn: Callable[[torch.Tensor, float], float]) -> CheckResult:
+    """Check a function (scores (T,), top_weight) -> the temperature τ giving softmax(scores / τ) that top weight."""
+    ex = Exercise("temperature")
+    with ex.run():
+        cases = (
+            ("scores [3, 1], top weight 0.9", [3.0, 1.0], 0.9),
+            ("Orange's row [1, 0.707, 0, 0], top weight 0.6", [1.0, math.sqrt(0.5), 0.0, 0.0], 0.6),
+            ("scores [0.5, 2, -1, 1, 0], top weight 0.8", [0.5, 2.0, -1.0, 1.0, 0.0], 0.8),
+        )
+        for what, values, top_weight in cases:
+            scores = torch.tensor(values, dtype=torch.float64)
+            expected = _temperature_for(scores, top_weight)
+            first, second = scores.topk(2).values.tolist()
+            two_largest = (first - second) / math.log(top_weight / (1.0 - top_weight))
+            got = ex.call(student_fn, scores.clone(), top_weight)
+            mistakes = {"you multiplied the scores by the temperature: divide them by it": 1.0 / expected}
+            if len(values) == 2:
+                mistakes["use the natural logarithm (math.log), not log10"] = (first - second) / math.log10(
+                    top_weight / (1.0 - top_weight))
+            else:
+                mistakes["the closed form for two scores ignores the other scores, which take weight too: search "
+                         "(bisection) on the whole row"] = two_largest
+            ex.compare(f"the temperature for {what}", got, expected, rtol=1e-3, atol=0.0,
+                       hint="the top weight falls as the temperature grows: bisect on it until "
+                            "softmax(scores / τ).max() is the target",
+                       mistakes=mistakes)
     return ex.result

@@ -1,4 +1,5 @@
-"""Checks for lesson 03's exercises: the three projections, scaled dot-product attention, the variance of q·k."""
+"""Checks for lesson 03's exercises: cross-attention's projections, a broken attention function to fix, the size of
+unscaled scores, and which key each query attends to most."""
 
 from __future__ import annotations
 
@@ -10,68 +11,122 @@ import torch
 from ..attention import scaled_dot_product_attention, softmax
 from ._feedback import CheckResult, Exercise
 
+# Exercise 4's self-attention example, shown in the exercise notebook: four tokens, d_model = 3, d_k = 2.
+TOKENS = ["A", "B", "C", "D"]
+X = torch.tensor([[-1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [-1.0, 1.0, 2.0], [-1.0, 2.0, 0.0]])  # (T=4, d_model=3)
+W_Q = torch.tensor([[1.0, -1.0], [-1.0, -1.0], [1.0, -1.0]])  # (d_model=3, d_k=2)
+W_K = torch.tensor([[0.0, 1.0], [0.0, 1.0], [1.0, -1.0]])  # (d_model=3, d_k=2)
+
 
 def _random(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def project_qkv(student_fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> CheckResult:
-    """Check (x, w_q, w_k, w_v) -> (q, k, v) = (x @ w_q, x @ w_k, x @ w_v) for x (T, d_model)."""
-    ex = Exercise("project_qkv")
+def cross_attention_qkv(student_fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> CheckResult:
+    """Check (target, source, w_q, w_k, w_v) -> (target @ w_q, source @ w_k, source @ w_v)."""
+    ex = Exercise("cross_attention_qkv")
     with ex.run():
-        x = _random(3, 4, seed=0)  # (T=3, d_model=4)
-        w_q, w_k, w_v = _random(4, 2, seed=1), _random(4, 2, seed=2), _random(4, 5, seed=3)
-        got = ex.call(student_fn, x, w_q, w_k, w_v)
+        target, source = _random(3, 4, seed=0), _random(5, 4, seed=1)  # (T_target=3, d_model=4), (T_source=5, 4)
+        w_q, w_k, w_v = _random(4, 2, seed=2), _random(4, 2, seed=3), _random(4, 6, seed=4)  # d_k = 2, d_v = 6
+        got = ex.call(student_fn, target, source, w_q, w_k, w_v)
         if not ex.require("returns three tensors (q, k, v)", isinstance(got, tuple | list) and len(got) == 3,
                           problem=f"got {type(got).__name__}", hint="end with `return q, k, v`"):
             return ex.result
         q, k, v = got
-        ex.compare("the queries q = x @ w_q, shape (3, 2)", q, x @ w_q,
-                   mistakes={"your queries used the key matrix: q = x @ w_q": x @ w_k})
-        ex.compare("the keys k = x @ w_k, shape (3, 2)", k, x @ w_k,
-                   mistakes={"your keys used the query matrix: k = x @ w_k": x @ w_q})
-        ex.compare("the values v = x @ w_v, shape (3, 5)", v, x @ w_v,
-                   hint="each row of x (one token) is multiplied by w_v: (T, d_model) @ (d_model, d_v)")
+        ex.compare("the queries: one per target token, (3, 2)", q, target @ w_q,
+                   hint="queries come from the sequence being written: target @ w_q",
+                   mistakes={"your queries came from the source: in cross-attention the target asks the questions":
+                             source @ w_q,
+                             "your queries used the key matrix: q = target @ w_q": target @ w_k})
+        ex.compare("the keys: one per source token, (5, 2)", k, source @ w_k,
+                   hint="keys come from the source (the encoder's output): source @ w_k",
+                   mistakes={"your keys came from the target: that is self-attention; "
+                             "here the source supplies the keys": target @ w_k,
+                             "your keys used the query matrix: k = source @ w_k": source @ w_q})
+        ex.compare("the values: one per source token, (5, 6)", v, source @ w_v,
+                   hint="values come from the same sequence as the keys: source @ w_v",
+                   mistakes={"your values came from the target: each key needs its value, from the same source token":
+                             target @ w_v})
     return ex.result
 
 
-def attention(student_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
-    """Check softmax(q kᵀ / √d_k) v on one sequence and on (batch, heads, T, d) tensors."""
-    ex = Exercise("attention")
+def _variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What the classic mistakes in attention return, keyed by the hint that names each one."""
+    scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k) unscaled
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    root_norm = q.norm(dim=-1, keepdim=True).sqrt()  # (..., T_q, 1) √‖q‖, the broken function's scale
+    return {
+        "this is still the broken function: fix its scale and its softmax axis":
+            torch.softmax(scores / root_norm, dim=0) @ v,
+        "you divide by √‖q‖, the square root of the query's length: the scale is 1/√d_k, "
+        "one constant for every pair (d_k = query.shape[-1])": softmax(scores / root_norm) @ v,
+        "your softmax runs over the queries: each query's weights over the keys must sum to 1, so use dim=-1":
+            torch.softmax(scores / math.sqrt(d_k), dim=-2) @ v,
+        "your softmax runs over dim=0: each query's weights over the keys must sum to 1, so use dim=-1":
+            torch.softmax(scores / math.sqrt(d_k), dim=0) @ v,
+        "you dropped the scale: divide the scores by √d_k": softmax(scores) @ v,
+        "you divided by d_k: divide by its square root, √d_k": softmax(scores / d_k) @ v,
+        "you divided by √d_v (value.shape[-1]): d_k is the last dimension of the queries and keys":
+            softmax(scores / math.sqrt(d_v)) @ v,
+        "your output is transposed: it should be (..., T_q, d_v), one row per query":
+            (softmax(scores / math.sqrt(d_k)) @ v).transpose(-2, -1),
+    }
+
+
+def fixed_attention(student_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
+    """Check softmax(Q Kᵀ / √d_k) V where every size differs (T_q ≠ T_k, d_k ≠ d_v), alone and in a batch."""
+    ex = Exercise("fixed_attention")
     with ex.run():
-        q, k, v = _random(3, 16, seed=4) * 2, _random(4, 16, seed=5) * 2, _random(4, 3, seed=6)
-        scores = q @ k.T  # (3, 4)
-        expected, _ = scaled_dot_product_attention(q, k, v)
-        ex.compare("one sequence: 3 queries, 4 keys, d_k = 16, d_v = 3", ex.call(student_fn, q, k, v), expected,
-                   hint="scores = q @ k.transpose(-2, -1) / √d_k, softmax over the keys, then @ v",
-                   mistakes={"you forgot the scale: divide the scores by √d_k = 4": softmax(scores) @ v,
-                             "you divided by d_k: the scale is √d_k, the square root of the number of components":
-                             softmax(scores / 16) @ v,
-                             "your softmax ran over the queries: use dim=-1 (the keys)":
-                             torch.softmax(scores / 4, dim=0) @ v})
-        qb, kb, vb = _random(2, 3, 5, 8, seed=7), _random(2, 3, 6, 8, seed=8), _random(2, 3, 6, 4, seed=9)
+        q, k, v = _random(3, 4, seed=5) * 2, _random(5, 4, seed=6) * 2, _random(5, 2, seed=7)  # T_q=3, T_k=5
+        ex.compare("one sequence: 3 queries, 5 keys, d_k = 4, d_v = 2 -> (3, 2)", ex.call(student_fn, q, k, v),
+                   scaled_dot_product_attention(q, k, v)[0],
+                   hint="softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1) @ v, with d_k = q.shape[-1]",
+                   mistakes=_variants(q, k, v))
+        qb, kb, vb = _random(2, 3, 4, 6, seed=8) * 2, _random(2, 3, 5, 6, seed=9) * 2, _random(2, 3, 5, 2, seed=10)
         got = ex.call(student_fn, qb, kb, vb,
-                      description="attention on (batch=2, heads=3, T, d) tensors; "
-                      "`k.T` reverses every axis there, `k.transpose(-2, -1)` swaps only the last two")
-        batched_scores = qb @ kb.transpose(-2, -1)  # (2, 3, 5, 6)
-        ex.compare("batched: (2, 3, 5, 8) queries, (2, 3, 6, 8) keys, (2, 3, 6, 4) values -> (2, 3, 5, 4)", got,
+                      description="your function on (batch=2, heads=3, T, d) tensors; "
+                      "`key.T` reverses every axis there, `key.transpose(-2, -1)` swaps only the last two")
+        ex.compare("batched: (2, 3, 4, 6) queries, (2, 3, 5, 6) keys, (2, 3, 5, 2) values -> (2, 3, 4, 2)", got,
                    scaled_dot_product_attention(qb, kb, vb)[0],
-                   hint="work on the last two axes only: k.transpose(-2, -1), d_k = q.shape[-1], softmax(dim=-1)",
-                   mistakes={"you forgot the scale: divide the scores by √d_k": softmax(batched_scores) @ vb})
+                   hint="work on the last two axes only: key.transpose(-2, -1), d_k = query.shape[-1], dim=-1",
+                   mistakes=_variants(qb, kb, vb))
     return ex.result
 
 
-def dot_product_variance(student_fn: Callable[[int, int], float]) -> CheckResult:
-    """Check an experiment: variance of q·k for random unit-variance q, k with d_k components (about d_k)."""
-    ex = Exercise("dot_product_variance")
+def unscaled_score_std(student_fn: Callable[[], float]) -> CheckResult:
+    """Check a prediction: the standard deviation of q·k for unit-variance q, k with d_k = 64 (about √64 = 8)."""
+    ex = Exercise("unscaled_score_std")
     with ex.run():
-        for d_k in (16, 64):
-            torch.manual_seed(0)
-            got = ex.call(student_fn, d_k, 20000)
-            ex.compare(f"variance of q·k for d_k = {d_k} (20000 samples; about {d_k} within 10%)",
-                       float(got), float(d_k), rtol=0.1, atol=0.0,
-                       hint="draw q and k with torch.randn(n_samples, d_k), take (q * k).sum(-1), then .var()",
-                       mistakes={"you returned the standard deviation: return the variance (its square)":
-                                 math.sqrt(d_k),
-                                 "you scaled by √d_k: measure the raw dot product q·k": 1.0})
+        d_k, pairs = 64, 20_000
+        q, k = _random(pairs, d_k, seed=11), _random(pairs, d_k, seed=12)  # unit-variance components
+        measured = (q * k).sum(-1).std().item()  # the spread of 20000 unscaled scores
+        got = ex.call(student_fn)
+        ex.compare(f"your prediction against the measured standard deviation of {pairs} unscaled scores "
+                   f"(d_k = {d_k}): {measured:.2f}, within 5%", got, measured, rtol=0.05, atol=0.0,
+                   hint="each product q_i k_i has variance 1, and q·k adds up d_k of them",
+                   mistakes={"that is the variance: the standard deviation is its square root": float(d_k),
+                             "1 is the spread after dividing by √d_k; the question is about the unscaled scores":
+                             1.0,
+                             "that is the scale factor 1/√d_k, not the spread of the scores": 1 / math.sqrt(d_k)})
+    return ex.result
+
+
+def favourite_keys(student_fn: Callable[[], list[int]]) -> CheckResult:
+    """Check a prediction: for each query of the example (X, W_Q, W_K), the index of its largest attention weight."""
+    ex = Exercise("favourite_keys")
+    with ex.run():
+        q, k = X @ W_Q, X @ W_K  # (4, 2) each: self-attention on one sequence
+        _, weights = scaled_dot_product_attention(q, k, k)  # (T_q=4, T_k=4); the values do not change the weights
+        scores = q @ k.T  # (4, 4)
+        got = ex.call(student_fn)
+        if isinstance(got, torch.Tensor):
+            got = got.tolist()
+        ex.compare("the key each query (A, B, C, D) attends to most", got, weights.argmax(dim=-1).tolist(),
+                   hint="compute Q = X W_Q and K = X W_K, then the scores Q Kᵀ: each ROW is one query",
+                   mistakes={"a token need not attend most to itself: compare the whole row of scores":
+                             list(range(len(TOKENS))),
+                             "you took the largest entry of each column (the query that looks at a key most): "
+                             "take each row's largest, over the keys": scores.argmax(dim=0).tolist(),
+                             "you compared the token vectors directly (X Xᵀ): the scores are (X W_Q)(X W_K)ᵀ":
+                             (X @ X.T).argmax(dim=-1).tolist()})
     return ex.result

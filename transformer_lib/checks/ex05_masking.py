@@ -1,4 +1,5 @@
-"""Checks for lesson 05's exercises: the causal mask, the padding mask, and a softmax that ignores masked keys."""
+"""Checks for lesson 05's exercises: causal, padding, decoder and sliding-window masks, how many weights survive
+the masks, and a masked softmax fixed so that blocked keys get weight 0 and nothing becomes NaN."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from ..masks import causal_mask, padding_mask
 from ._feedback import CheckResult, Exercise
 
 _TOKENS = torch.tensor([[7, 3, 9, 4], [5, 8, 0, 0], [6, 0, 0, 0]])  # (batch, T), pad id 0
+# (batch, T), pad id 0: lengths 5 and 2 padded on the right, 3 padded on the left
+_DECODER_TOKENS = torch.tensor([[7, 3, 9, 4, 2], [5, 8, 0, 0, 0], [0, 0, 6, 1, 4]])
 
 
 def look_ahead_mask(student_fn: Callable) -> CheckResult:
@@ -55,6 +58,131 @@ def key_padding_mask(student_fn: Callable) -> CheckResult:
     return ex.result
 
 
+def decoder_mask(student_fn: Callable) -> CheckResult:
+    """Check a function (tokens (batch, T), pad_id) -> (batch, 1, T, T) bool: key j in the past and real."""
+    ex = Exercise("decoder_mask")
+    with ex.run():
+        length = _DECODER_TOKENS.shape[1]
+        causal = causal_mask(length)  # (T, T)
+        real_keys = padding_mask(_DECODER_TOKENS, 0)  # (batch, 1, 1, T)
+        real_queries = real_keys.transpose(-2, -1)  # (batch, 1, T, 1)
+        expected = causal & real_keys  # (batch, 1, T, T)
+        ex.compare(
+            "the decoder mask of 3 sentences padded to 5 (pad id 0): lengths 5, 2 (padded on the right), "
+            "3 (padded on the left)",
+            ex.call(student_fn, _DECODER_TOKENS, 0),
+            expected,
+            hint="allowed = the causal mask (T, T) & the padding mask (batch, 1, 1, T); broadcasting gives "
+            "(batch, 1, T, T)",
+            mistakes={
+                "a key must be in the past AND a real token: combine the masks with &, not |": causal | real_keys,
+                "the padding mask hides padding KEYS (columns): shape it (batch, 1, 1, T), not (batch, 1, T, 1)": (
+                    causal & real_queries
+                ),
+                "mask only the keys: the task allows a padding query to look at real keys in its past (its "
+                "output is ignored later), and masking its row leaves it with no key at all": (
+                    causal & real_keys & real_queries
+                ),
+                "your polarity is inverted: True means attention is allowed": ~expected,
+                "add the heads axis so the mask broadcasts against (batch, heads, T, T): shape (batch, 1, T, T)": (
+                    expected[:, 0]
+                ),
+                "you returned only the causal mask: the padding keys must be blocked too": causal,
+                "you returned only the padding mask: the future must be blocked too": real_keys,
+            },
+        )
+        other_pad = torch.where(_DECODER_TOKENS == 0, 11, _DECODER_TOKENS)  # the same sentences, padded with 11
+        ex.compare(
+            "the same batch padded with token 11 (pad_id=11)",
+            ex.call(student_fn, other_pad, 11),
+            causal & padding_mask(other_pad, 11),
+            hint="compare the tokens with the pad_id argument, not with 0",
+        )
+    return ex.result
+
+
+def _window(size: int, window: int) -> torch.Tensor:
+    """The reference: query i may see keys i - window + 1 … i, built from the core's causal mask."""
+    causal = causal_mask(size)  # (T, T): j <= i
+    return causal & ~causal.tril(diagonal=-window)  # drop the keys j <= i - window
+
+
+def sliding_window_mask(student_fn: Callable) -> CheckResult:
+    """Check a function (size, window) -> (size, size) bool: query i sees keys i - window + 1 … i."""
+    ex = Exercise("sliding_window_mask")
+    with ex.run():
+        size, window = 6, 3
+        expected = _window(size, window)
+        rows, cols = torch.arange(size)[:, None], torch.arange(size)  # query i, key j
+        ex.compare(
+            "a window of 3 over 6 tokens",
+            ex.call(student_fn, size, window),
+            expected,
+            hint="query i (row) may see key j (column) when i - window < j <= i",
+            mistakes={
+                "off by one: a window of w holds w keys, the query's own included: i - w < j <= i": _window(
+                    size, window + 1
+                ),
+                "off by one: a window of w holds w keys, the query's own included (not w - 1)": _window(
+                    size, window - 1
+                ),
+                "a decoder's window looks back only: the keys after the query (the future) must stay blocked": (
+                    (rows - cols).abs() < window
+                ),
+                "you blocked the old keys but opened the future: keep the causal mask too": cols > rows - window,
+                "queries are rows and keys are columns: your mask is transposed": expected.T,
+                "your polarity is inverted: True means attention is allowed": ~expected,
+            },
+        )
+        ex.compare("a window of 1 over 4 tokens (each token sees only itself)", ex.call(student_fn, 4, 1),
+                   _window(4, 1))
+        ex.compare("a window of 5 over 3 tokens (wider than the sequence: the causal mask)",
+                   ex.call(student_fn, 3, 5), _window(3, 5))
+    return ex.result
+
+
+def _surviving_weights(lengths: tuple[int, ...], size: int) -> list[int]:
+    """The reference: count the non-zero weights of the core's attention under the decoder mask."""
+    tokens = torch.tensor([[1] * n + [0] * (size - n) for n in lengths])  # (batch, T), pad id 0
+    mask = causal_mask(size) & padding_mask(tokens, 0)  # (batch, 1, T, T)
+    scores = torch.randn(len(lengths), 1, size, size, generator=torch.Generator().manual_seed(0),
+                         dtype=torch.float64)
+    identity = torch.eye(size, dtype=torch.float64)  # keys = identity, so query @ keys.T = the scores
+    _, weights = scaled_dot_product_attention(scores, identity, identity, mask=mask, scale=1.0)
+    return (weights != 0).sum(dim=(1, 2, 3)).tolist()
+
+
+def surviving_weights(student_fn: Callable) -> CheckResult:
+    """Check a prediction (lengths, size) -> list of counts of non-zero weights per sentence (decoder mask)."""
+    ex = Exercise("surviving_weights")
+    with ex.run():
+        for lengths, size in (((5, 3, 1), 5), ((4, 2, 6), 6)):
+            expected = _surviving_weights(lengths, size)
+            ex.compare(
+                f"sentences of lengths {', '.join(map(str, lengths))} padded to {size}",
+                ex.call(student_fn, lengths, size),
+                expected,
+                hint="count, for each query row, the keys that are both in its past and real",
+                mistakes={
+                    "the padding rows count too: a padding query still attends to the real keys in its past "
+                    "(only the keys are masked)": [n * (n + 1) // 2 for n in lengths],
+                    "the padding keys get weight 0 as well: the causal mask is not the only one": [
+                        size * (size + 1) // 2 for _ in lengths
+                    ],
+                    "the causal mask also zeroes every key after the query": [n * size for n in lengths],
+                    "you counted the zero weights: count the weights that are NOT zero": [
+                        size * size - e for e in expected
+                    ],
+                },
+            )
+    return ex.result
+
+
+def _zeroed_after(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The buggy function of the exercise: softmax over every key, then blocked weights zeroed."""
+    return torch.softmax(scores, dim=-1) * mask
+
+
 def masked_softmax(student_fn: Callable) -> CheckResult:
     """Check a function (scores (..., T_q, T_k), mask bool) -> weights; masked keys get 0, no NaN anywhere."""
     ex = Exercise("masked_softmax")
@@ -65,12 +193,18 @@ def masked_softmax(student_fn: Callable) -> CheckResult:
         identity = torch.eye(3, dtype=torch.float64)  # keys = identity, so query @ keys.T = the scores
         _, expected = scaled_dot_product_attention(scores, identity, identity, mask=mask, scale=1.0)
         _, inverted = scaled_dot_product_attention(scores, identity, identity, mask=~mask, scale=1.0)
+        zeroed = _zeroed_after(scores, mask)
         ex.compare(
             "weights for 3 queries: key 1 blocked, nothing blocked, every key blocked",
             got,
             expected,
             hint="fill blocked scores with -inf, take the softmax, then set rows with no allowed key to 0",
             mistakes={
+                "this is the buggy function's result: the allowed weights no longer sum to 1. Mask the scores "
+                "with -inf before the softmax (or divide by what is left)": zeroed,
+                "a row with no allowed key divides 0 by 0: give such rows all-zero weights": zeroed / zeroed.sum(
+                    -1, keepdim=True
+                ),
                 "blocked keys still get weight: fill them with -inf before the softmax, not 0": torch.softmax(
                     scores.masked_fill(~mask, 0.0), dim=-1
                 ),

@@ -1,12 +1,15 @@
-"""Checks for lesson 06's exercises: splitting into heads, merging them back, a multi-head forward pass."""
+"""Checks for lesson 06's exercises: a head split fixed, merging heads, a multi-head forward pass for self- and
+cross-attention, which offset each head attends to, and a layer's parameter count."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
-from ..masks import causal_mask
+from ..attention import scaled_dot_product_attention
+from ..masks import causal_mask, padding_mask
 from ..multi_head import MultiHeadAttention, merge_heads, split_heads
 from ._feedback import CheckResult, Exercise
 
@@ -19,18 +22,24 @@ def split_into_heads(student_fn: Callable) -> CheckResult:
     """Check a function ((batch, T, d_model), num_heads) -> (batch, heads, T, d_head)."""
     ex = Exercise("split_into_heads")
     with ex.run():
-        x = _input(2, 5, 12)
-        got = ex.call(student_fn, x, 3)
+        x = _input(2, 5, 12)  # batch 2, T 5, 3 heads of 4: every bug below gives other numbers
         ex.compare(
             "12 features split into 3 heads of 4 (batch 2, 5 tokens)",
-            got,
+            ex.call(student_fn, x, 3),
             split_heads(x, 3),
             hint="view as (batch, T, heads, d_head), then swap the T and heads axes with .transpose(1, 2)",
             mistakes={
-                "you reshaped straight to (batch, heads, T, d_head): that mixes tokens into heads. "
-                "View as (batch, T, heads, d_head) first, then transpose(1, 2)": x.reshape(2, 3, 5, 4),
+                "you reshaped straight to (batch, heads, T, d_head), as the buggy function does: that mixes tokens "
+                "into heads. View as (batch, T, heads, d_head) first, then transpose(1, 2)": x.reshape(2, 3, 5, 4),
+                "you cut the features into heads but kept (batch, T, heads, d_head): transpose(1, 2) to put the "
+                "heads before T": x.view(2, 5, 3, 4),
+                "head i holds the contiguous features i*d_head … (i+1)*d_head - 1: view as (batch, T, heads, "
+                "d_head), not (batch, T, d_head, heads)": x.view(2, 5, 4, 3).permute(0, 3, 1, 2),
             },
         )
+        y = _input(3, 2, 8, seed=4)
+        ex.compare("8 features split into 4 heads of 2 (batch 3, 2 tokens)", ex.call(student_fn, y, 4),
+                   split_heads(y, 4), hint="read batch, T and d_model from x.shape; d_head = d_model // num_heads")
     return ex.result
 
 
@@ -56,30 +65,126 @@ def merge_from_heads(student_fn: Callable) -> CheckResult:
     return ex.result
 
 
+def _variant(mha: MultiHeadAttention, queries_from: torch.Tensor, keys_values_from: torch.Tensor,
+             mask: torch.Tensor, scale: float, project_out: bool = True) -> torch.Tensor:
+    """Multi-head attention from the core's pieces with another scale, or without W^O: typical wrong answers."""
+    q = split_heads(mha.q_proj(queries_from), mha.num_heads)  # (batch, heads, T_q, d_head)
+    k = split_heads(mha.k_proj(keys_values_from), mha.num_heads)  # (batch, heads, T_k, d_head)
+    v = split_heads(mha.v_proj(keys_values_from), mha.num_heads)  # (batch, heads, T_k, d_head)
+    attended, _ = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)  # (batch, heads, T_q, d_head)
+    merged = merge_heads(attended)  # (batch, T_q, d_model)
+    return mha.out_proj(merged) if project_out else merged
+
+
 def multi_head_forward(student_fn: Callable) -> CheckResult:
-    """Check a function (x, mha: MultiHeadAttention, mask) -> (batch, T, d_model) written from the projections."""
+    """Check a function (queries_from, keys_values_from, mha, mask) -> (batch, T_q, d_model)."""
     ex = Exercise("multi_head_forward")
     with ex.run():
         torch.manual_seed(0)
         mha = MultiHeadAttention(d_model=8, num_heads=2).double().eval()
+        one_head = MultiHeadAttention(d_model=8, num_heads=1).double().eval()
+        one_head.load_state_dict(mha.state_dict())
         x = _input(2, 4, 8, seed=3)
-        expected, _ = mha(x, x, x, mask=causal_mask(4))
-        with torch.no_grad():
-            got = ex.call(student_fn, x, mha, causal_mask(4))
-            one_head = MultiHeadAttention(d_model=8, num_heads=1).double().eval()
-            one_head.load_state_dict(mha.state_dict())
-            single_head_output, _ = one_head(x, x, x, mask=causal_mask(4))
-            unmasked, _ = mha(x, x, x)
-        ex.compare(
-            "self-attention with 2 heads and a causal mask (batch 2, 4 tokens, d_model 8)",
-            got,
-            expected,
-            hint="project with mha.q_proj/k_proj/v_proj, split into heads, scale by sqrt(d_head), mask, softmax, "
-            "weight the values, merge, then mha.out_proj",
-            mistakes={
-                "you attended with one head of width d_model: split the projections into mha.num_heads heads, "
-                "and scale by sqrt(d_head)": single_head_output,
-                "the mask was ignored: block the scores where the mask is False": unmasked,
-            },
+        decoder, encoder = _input(2, 3, 8, seed=5), _input(2, 5, 8, seed=6)
+        source = torch.tensor([[4, 7, 1, 9, 3], [5, 2, 0, 0, 0]])  # lengths 5 and 2, pad id 0
+        cases = (
+            ("self-attention with 2 heads and a causal mask (batch 2, 4 tokens, d_model 8)", x, x, causal_mask(4)),
+            ("cross-attention: 3 decoder queries, 5 encoder keys, source lengths 5 and 2 (padding mask)",
+             decoder, encoder, padding_mask(source, 0)),
         )
+        with torch.no_grad():
+            for what, queries_from, keys_values_from, mask in cases:
+                expected, _ = mha(queries_from, keys_values_from, keys_values_from, mask=mask)
+                got = ex.call(student_fn, queries_from, keys_values_from, mha, mask)
+                ex.compare(
+                    what,
+                    got,
+                    expected,
+                    hint="queries from queries_from, keys and values from keys_values_from; split into heads, "
+                    "scale by sqrt(d_head), mask, softmax, weight the values, merge, then mha.out_proj",
+                    mistakes={
+                        "you attended with one head of width d_model: split the projections into mha.num_heads "
+                        "heads, and scale by sqrt(d_head)": one_head(queries_from, keys_values_from,
+                                                                    keys_values_from, mask=mask)[0],
+                        "the mask was ignored: block the scores where the mask is False": mha(
+                            queries_from, keys_values_from, keys_values_from)[0],
+                        "scale by sqrt(d_head), the width of one head (here 4), not sqrt(d_model)": _variant(
+                            mha, queries_from, keys_values_from, mask, scale=1 / math.sqrt(8)),
+                        "finish with mha.out_proj (W^O), which mixes the heads": _variant(
+                            mha, queries_from, keys_values_from, mask, scale=1 / math.sqrt(4), project_out=False),
+                    },
+                )
+    return ex.result
+
+
+def _offset_heads(offsets: tuple[int, ...], length: int, seed: int) -> torch.Tensor:
+    """Weights (heads, T, T) of a core MultiHeadAttention whose head h looks offsets[h] positions away, plus noise."""
+    heads = len(offsets)
+    generator = torch.Generator().manual_seed(seed)
+    mha = MultiHeadAttention(d_model=heads * length, num_heads=heads, bias=False).double()
+    x = torch.zeros(1, length, heads * length, dtype=torch.float64)  # (batch, T, d_model)
+    x[0, :, :length] = torch.eye(length, dtype=torch.float64)  # position one-hot
+    x[0, :, length:] = 0.3 * torch.randn(length, (heads - 1) * length, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj):
+            proj.weight.copy_(0.1 * torch.randn(proj.weight.shape, generator=generator, dtype=torch.float64))
+        for h, offset in enumerate(offsets):
+            for i in range(length):  # head h's query i looks for the key of position i + offset
+                if 0 <= i + offset < length:
+                    mha.q_proj.weight[h * length + i + offset, i] += 8.0
+                mha.k_proj.weight[h * length + i, i] += 1.0
+        _, weights = mha(x, x, x)  # (1, heads, T, T)
+    return weights[0]
+
+
+def head_offsets(student_fn: Callable) -> CheckResult:
+    """Check a function weights (heads, T_q, T_k) -> for each head, the offset key - query that it attends to."""
+    ex = Exercise("head_offsets")
+    with ex.run():
+        for offsets, length, seed in (((-1, 0, 2, -3), 8, 0), ((1, -2), 6, 1)):
+            weights = _offset_heads(offsets, length, seed)
+            queries = torch.arange(length)
+            per_query = weights.argmax(dim=-1) - queries  # (heads, T): key - query of each row's largest weight
+            ex.compare(
+                f"{len(offsets)} heads over {length} tokens",
+                ex.call(student_fn, weights),
+                list(offsets),
+                hint="for each query (row) take the key with the largest weight, compute key - query, and keep "
+                "the offset most rows agree on",
+                mistakes={
+                    "your offsets have the wrong sign: the offset is key position - query position, with the "
+                    "argmax taken along the keys (the last axis)": [-o for o in offsets],
+                    "you averaged the offsets: rows with nothing to find (the first query of a 'previous token' "
+                    "head) pull the mean away; keep the offset most rows agree on": per_query.double().mean(-1),
+                    "you looked at the first query only: it may have nothing to find; use every row": (
+                        per_query[:, 0]
+                    ),
+                },
+            )
+    return ex.result
+
+
+def parameter_count(student_fn: Callable) -> CheckResult:
+    """Check a prediction (d_model, num_heads, bias) -> the number of parameters of a multi-head attention layer."""
+    ex = Exercise("parameter_count")
+    with ex.run():
+        for d_model, heads, bias in ((512, 8, True), (512, 1, True), (64, 4, False), (12288, 96, True)):
+            with torch.device("meta"):  # shapes only: no memory for GPT-3's 12288-wide layer
+                layer = MultiHeadAttention(d_model, heads, bias=bias)
+            expected = sum(p.numel() for p in layer.parameters())
+            weights, biases = 4 * d_model * d_model, 4 * d_model
+            ex.compare(
+                f"d_model = {d_model}, {heads} head{'s' if heads > 1 else ''}, bias={bias}",
+                ex.call(student_fn, d_model, heads, bias),
+                expected,
+                hint="four d_model x d_model projections (W_Q, W_K, W_V, W^O), plus a bias vector of d_model for "
+                "each when bias=True",
+                mistakes={
+                    "the heads share the projections: each head's W_Q is d_model x d_head, so all heads together "
+                    "are d_model x d_model; the count does not depend on the number of heads": heads * expected,
+                    "with bias=True each of the four projections also has a bias vector of d_model numbers": weights,
+                    "bias=False: the projections have no bias vectors": weights + biases,
+                    "do not forget the output projection W^O: four projections, not three": expected * 3 // 4,
+                },
+            )
     return ex.result

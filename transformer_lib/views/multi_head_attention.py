@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -10,6 +11,7 @@ import torch
 from matplotlib.figure import Figure
 
 from .plots import bar_chart, heatmap
+from .widget import LessonWidget, State
 
 
 def plot_heads(weights: torch.Tensor, query_labels: Sequence[str], key_labels: Sequence[str],
@@ -25,11 +27,12 @@ def plot_heads(weights: torch.Tensor, query_labels: Sequence[str], key_labels: S
     return fig
 
 
-def head_widget(weights: torch.Tensor, words: Sequence[str], query: str | None = None) -> widgets.VBox:
+def head_widget(weights: torch.Tensor, words: Sequence[str], query: str | None = None) -> LessonWidget:
     """Pick a head and a query token: the head's heatmap and that query's attention row update.
 
     ``weights``: (heads, T, T) self-attention weights over ``words``. ``.controls``: ``"head"``, ``"query"``;
-    ``.state``: ``"head"``, ``"query"``, ``"row"`` (T,), ``"top_key"`` (the key the query attends to most).
+    ``.state``: ``"head"``, ``"query"`` (the word), ``"query_index"``, ``"row"`` (T,), ``"top_key"`` (the key the
+    query attends to most) and its weight ``"largest_weight"``.
     """
     heads, length, _ = weights.shape
     if length != len(words):
@@ -42,28 +45,22 @@ def head_widget(weights: torch.Tensor, words: Sequence[str], query: str | None =
             description="query",
         ),
     }
-    plot = widgets.Output()
-    box = widgets.VBox([*controls.values(), plot])
-    box.controls = controls
-    box.state = {}
 
-    def update(_change: object = None) -> None:
-        h, q = controls["head"].value, controls["query"].value
+    def compute(values: dict[str, Any]) -> State:
+        h, q = values["head"], values["query"]
         row = weights[h, q]  # (T,)
-        box.state.update(head=h, query=words[q], row=row, top_key=words[int(row.argmax())])
-        with plot:
-            plot.clear_output(wait=True)
-            fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-            heatmap(weights[h], words, words, title=f"head {h}", xlabel="key", ylabel="query", ax=left,
-                    vmin=0.0, vmax=1.0)
-            bar_chart(row, words, title=f"head {h}: where '{words[q]}' (query {q}) looks", xlabel="key",
-                      ylabel="weight", ax=right, ylim=(0.0, 1.1))
-            fig.tight_layout()
-            plt.show()
-            plt.close(fig)
+        top = int(row.argmax())
+        return {"head": h, "query": words[q], "query_index": q, "row": row, "top_key": words[top],
+                "largest_weight": float(row[top])}
 
-    for control in controls.values():
-        control.style.description_width = "initial"  # the whole label, not "temperat…"
-        control.observe(update, names="value")
-    update()
-    return box
+    def draw(state: State, figure: Figure) -> None:
+        h, q = state["head"], state["query_index"]
+        left, right = figure.subplots(1, 2)
+        heatmap(weights[h], words, words, title=f"head {h}", xlabel="key", ylabel="query", ax=left,
+                vmin=0.0, vmax=1.0)
+        bar_chart(state["row"], words, title=f"head {h}: where '{words[q]}' (query {q}) looks", xlabel="key",
+                  ylabel="weight", ax=right, ylim=(0.0, 1.1))
+
+    readout = ("head {head}: '{query}' (query {query_index}) gives its largest weight, <b>{largest_weight:.2f}</b>, "
+               "to '{top_key}'")
+    return LessonWidget(controls, compute, readout, draw, figsize=(10.0, 3.8))

@@ -1,4 +1,4 @@
-"""Plots for lesson 07: gradient norms per layer and training curves of post-LN and pre-LN stacks."""
+"""Lesson 07 plots: gradient norms per layer and training curves of post-LN and pre-LN stacks."""
 
 from __future__ import annotations
 
