@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_lib.device import get_device
-from transformer_lib.training import TrainingConfig, exact_match, train_translation_model
+from transformer_lib import TrainingConfig, exact_match, get_device, train_translation_model
 
 
 def main() -> None:

@@ -7,5 +7,5 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = ROOT / "notebooks"
 SOLUTIONS_DIR = ROOT / "solutions"
 EXERCISES_DIR = ROOT / "exercises"
-# Where lessons keep trained models between notebooks; transformer_lib.training.lesson_checkpoint reads it.
+# Where lessons keep trained models between notebooks; transformer_lib.checkpoints.lesson_checkpoint reads it.
 CHECKPOINTS_VARIABLE = "TRANSFORMER_LIB_CHECKPOINTS"

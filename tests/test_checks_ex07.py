@@ -1,5 +1,8 @@
 """The lesson 07 checks accept the solutions, spot stubs, and name the typical mistakes."""
 
+from functools import partial
+
+import pytest
 import torch
 
 from check_helpers import assert_rejected_with, stub
@@ -14,9 +17,11 @@ def layer_norm_solution(x, weight, bias, eps=1e-5):
 
 
 def test_stubs_are_not_attempted(capsys):
-    for check_fn in (check.layer_norm, check.add_and_norm):
+    checks = (check.layer_norm, check.add_and_norm, check.cross_attention_sublayer, check.decoder_layer,
+              check.predict_influence)
+    for check_fn in checks:
         assert not check_fn(stub).attempted
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 2
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
 
 
 def test_layer_norm_accepts_the_solution_and_names_the_mistakes():
@@ -37,3 +42,85 @@ def test_add_and_norm_accepts_the_solution_and_names_the_mistakes():
     assert check.add_and_norm(lambda x, sublayer, norm: norm(x + sublayer(x))).ok
     assert_rejected_with(check.add_and_norm(lambda x, sublayer, norm: norm(sublayer(x))), "you forgot the residual")
     assert_rejected_with(check.add_and_norm(lambda x, sublayer, norm: x + sublayer(norm(x))), "that is pre-LN")
+
+
+def test_add_and_norm_names_the_residual_after_the_norm():
+    assert_rejected_with(check.add_and_norm(lambda x, sublayer, norm: x + norm(sublayer(x))), "normalise the sum")
+
+
+def cross_attention_solution(x, memory, attention, norm, memory_mask):
+    return norm(x + attention(x, memory, memory, mask=memory_mask)[0])
+
+
+@pytest.mark.parametrize(("wrong", "hint"), [
+    (lambda x, memory, attention, norm, mask: norm(x + attention(memory, memory, x, mask=mask)[0]),
+     "queries come from the decoder"),
+    (lambda x, memory, attention, norm, mask: norm(x + attention(memory, x, x, mask=mask)[0]),
+     "queries come from the decoder"),
+    (lambda x, memory, attention, norm, mask: norm(x + attention(x, memory, memory)[0]),
+     "padded source positions are still visible"),
+    (lambda x, memory, attention, norm, mask: norm(attention(x, memory, memory, mask=mask)[0]),
+     "you forgot the residual"),
+    (lambda x, memory, attention, norm, mask: x + attention(norm(x), memory, memory, mask=mask)[0],
+     "that is pre-LN"),
+    (lambda x, memory, attention, norm, mask: x + norm(attention(x, memory, memory, mask=mask)[0]),
+     "normalise the sum"),
+])
+def test_cross_attention_sublayer_names_the_mistakes(wrong, hint):
+    assert check.cross_attention_sublayer(cross_attention_solution).ok
+    assert_rejected_with(check.cross_attention_sublayer(wrong), hint)
+
+
+def _decoder(layer, x, memory, tgt_mask, memory_mask, *, self_mask=True, cross_mask=True, pre_ln=False,
+             swap=False, norm_the_sublayer=False):
+    """A decoder layer written out, with switches for the classic mistakes."""
+    def wrap(x, sublayer, norm):
+        if pre_ln:
+            return x + sublayer(norm(x))
+        return x + norm(sublayer(x)) if norm_the_sublayer else norm(x + sublayer(x))
+
+    def cross(h):
+        if swap:
+            return layer.multihead_attn(memory, memory, h, mask=memory_mask)[0]
+        return layer.multihead_attn(h, memory, memory, mask=memory_mask if cross_mask else None)[0]
+
+    x = wrap(x, lambda h: layer.self_attn(h, h, h, mask=tgt_mask if self_mask else None)[0], layer.norm1)
+    x = wrap(x, cross, layer.norm2)
+    return wrap(x, lambda h: layer.linear2(torch.relu(layer.linear1(h))), layer.norm3)
+
+
+@pytest.mark.parametrize(("mistake", "hint"), [
+    ({"self_mask": False}, "must be causal"),
+    ({"cross_mask": False}, "padded source positions are still visible"),
+    ({"pre_ln": True}, "that is pre-LN"),
+    ({"norm_the_sublayer": True}, "normalise the sum"),
+    ({"swap": True}, "queries come from the decoder"),
+])
+def test_decoder_layer_names_the_mistakes(mistake, hint):
+    assert check.decoder_layer(_decoder).ok
+    assert_rejected_with(check.decoder_layer(partial(_decoder, **mistake)), hint)
+
+
+def _influence(target, source):
+    return lambda: (target, source)
+
+
+TARGET = torch.ones(5, 5, dtype=torch.bool).tril()
+SOURCE = torch.tensor([[True] * 4 + [False] * 2] * 5)
+
+
+@pytest.mark.parametrize(("target", "source", "hint"), [
+    (torch.ones(5, 5, dtype=torch.bool).triu(), SOURCE, "that is the future"),
+    (torch.ones(5, 5, dtype=torch.bool), SOURCE, "self-attention is causal"),
+    (torch.ones(5, 5, dtype=torch.bool).tril(-1), SOURCE, "the diagonal"),
+    (torch.eye(5, dtype=torch.bool), SOURCE, "attention mixes positions"),
+    (TARGET, torch.ones(5, 6, dtype=torch.bool), "padded source positions are masked"),
+    (TARGET, torch.ones(5, 6, dtype=torch.bool).tril() & SOURCE, "cross-attention has no causal mask"),
+])
+def test_predict_influence_names_the_mistakes(target, source, hint):
+    assert check.predict_influence(_influence(TARGET, SOURCE)).ok
+    assert_rejected_with(check.predict_influence(_influence(target, source)), hint)
+
+
+def test_predict_influence_wants_two_tensors():
+    assert_rejected_with(check.predict_influence(lambda: TARGET), "you returned two tensors")

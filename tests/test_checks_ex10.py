@@ -1,19 +1,26 @@
 """The lesson 10 checks accept the solutions, spot stubs, and name typical mistakes."""
 
+import math
+
+import pytest
 import torch
 
 from check_helpers import assert_rejected_with, stub
 from transformer_lib.checks import ex10_decoding as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
+from transformer_lib.decoding import greedy_decode
 
 
-def greedy(model, src, bos_id, eos_id, max_len, stop_at_eos=True):
+def greedy(model, src, bos_id, eos_id, max_len, bug=None):
     memory = model.encode(src)
     tokens = torch.tensor([[bos_id]])
     for _ in range(max_len):
-        next_token = model.decode(tokens, memory)[0, -1].argmax()
-        tokens = torch.cat((tokens, next_token.view(1, 1)), dim=1)
-        if stop_at_eos and next_token.item() == eos_id:
+        decoder_input = tokens[:, -1:] if bug == "newest token only" else tokens
+        logits = model.decode(decoder_input, memory)
+        next_token = logits[0, 0 if bug == "first position" else -1].argmax()
+        if bug != "no append":
+            tokens = torch.cat((tokens, next_token.view(1, 1)), dim=1)
+        if bug != "no stop" and next_token.item() == eos_id:
             break
     return tokens
 
@@ -23,27 +30,98 @@ def top_k(logits, k, fill=float("-inf")):
     return logits.masked_fill(logits < kth, fill)
 
 
+def top_p(logits, p, bug=None):
+    if bug == "no sort":
+        probs = logits.softmax(-1)
+        return logits.masked_fill(probs.cumsum(-1) - probs >= p, float("-inf"))
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    sorted_probs = sorted_logits.softmax(-1)
+    if bug == "drops the crossing token":
+        drop_sorted = sorted_probs.cumsum(-1) > p
+        drop_sorted[..., 0] = False
+    else:
+        drop_sorted = sorted_probs.cumsum(-1) - sorted_probs >= p
+    if bug == "sorted order":
+        return sorted_logits.masked_fill(drop_sorted, float("-inf"))
+    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, 0.0 if bug == "zero" else float("-inf"))
+
+
+def beam_step(prefixes, scores, log_probs, beam_size, eos_id, alpha, bug=None):
+    totals = log_probs if bug == "no running total" else scores[:, None] + log_probs
+    best = totals.flatten().topk(2 * beam_size)
+    kept, kept_scores, finished = [], [], []
+    for score, index in zip(best.values.tolist(), best.indices.tolist(), strict=True):
+        if len(kept) == beam_size:
+            break
+        beam, token = divmod(index, log_probs.shape[1])
+        tokens = prefixes[beam].tolist() + [token]
+        generated = len(tokens) if bug == "bos counted" else len(tokens) - 1
+        if token == eos_id and bug != "eos kept alive":
+            finished.append((score if bug == "no penalty" else score / generated**alpha, tokens))
+        else:
+            kept.append(tokens)
+            kept_scores.append(score / generated**alpha if bug == "penalty on live beams" else score)
+    return torch.tensor(kept), torch.tensor(kept_scores), finished
+
+
+def cached_step(x_new, k_cache, v_cache, w_q, w_k, w_v, bug=None):
+    q = x_new @ w_q  # (batch, 1, d)
+    k_cache = torch.cat((k_cache, x_new @ w_k), dim=1)  # (batch, t + 1, d)
+    v_cache = torch.cat((v_cache, x_new @ w_v), dim=1)
+    if bug == "appended twice":
+        k_cache = torch.cat((k_cache, x_new @ w_k), dim=1)
+        v_cache = torch.cat((v_cache, x_new @ w_v), dim=1)
+    scale = 1.0 if bug == "unscaled" else 1 / math.sqrt(q.shape[-1])
+    weights = ((q @ k_cache.transpose(1, 2)) * scale).softmax(-1)  # (batch, 1, t + 1)
+    return weights @ v_cache, k_cache, v_cache
+
+
+def cache_bytes(num_layers, d_model, src_len, tgt_len, batch, bytes_per_number, bug=None):
+    positions = tgt_len if bug == "no cross-attention" else src_len + tgt_len
+    return 2 * num_layers * positions * d_model * batch * bytes_per_number
+
+
+CHECKS = (check.greedy_loop, check.top_k, check.top_p, check.beam_step, check.cached_attention_step,
+          check.cache_bytes)
+
+
 def test_stubs_are_not_attempted(capsys):
-    for check_fn in (check.greedy_loop, check.top_k):
+    for check_fn in CHECKS:
         assert not check_fn(stub).attempted
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 2
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(CHECKS)
 
 
-def test_greedy_loop_accepts_the_solution():
-    assert check.greedy_loop(greedy).ok
+@pytest.mark.parametrize(
+    ("check_fn", "solution"),
+    [(check.greedy_loop, greedy), (check.top_k, top_k), (check.top_p, top_p), (check.beam_step, beam_step),
+     (check.cached_attention_step, cached_step), (check.cache_bytes, cache_bytes)],
+)
+def test_checks_accept_the_solutions(check_fn, solution):
+    assert check_fn(solution).ok
 
 
-def test_greedy_loop_names_a_loop_that_ignores_the_end_token():
-    result = check.greedy_loop(lambda *args: greedy(*args, stop_at_eos=False))
-    assert_rejected_with(result, "stop when the end token is produced")
+def test_the_greedy_check_model_emits_a_different_token_at_each_of_the_first_four_steps():
+    model, src = check.PositionalToyModel(), torch.tensor([[3, 7, 5, 9, 4]])
+    generated = greedy_decode(model, src, check.BOS_ID, check.NO_END, max_len=8, use_cache=False)[0, 1:5].tolist()
+    assert len(set(generated)) == 4
+
+
+@pytest.mark.parametrize(
+    ("bug", "hint"),
+    [
+        ("first position", "take the logits of the LAST position"),
+        ("newest token only", "feed the whole prefix"),
+        ("no append", "append each new token"),
+        ("no stop", "stop when the end token is produced"),
+    ],
+)
+def test_greedy_loop_names_each_mistake(bug, hint):
+    assert_rejected_with(check.greedy_loop(lambda *args: greedy(*args, bug=bug)), hint)
 
 
 def test_greedy_loop_names_a_missing_bos():
     assert_rejected_with(check.greedy_loop(lambda *args: greedy(*args)[:, 1:]), "start the output with <bos>")
-
-
-def test_top_k_accepts_the_solution():
-    assert check.top_k(top_k).ok
 
 
 def test_top_k_names_zero_instead_of_minus_infinity():
@@ -52,3 +130,60 @@ def test_top_k_names_zero_instead_of_minus_infinity():
 
 def test_top_k_names_probabilities_instead_of_logits():
     assert_rejected_with(check.top_k(lambda logits, k: top_k(logits, k).softmax(-1)), "not probabilities")
+
+
+@pytest.mark.parametrize(
+    ("bug", "hint"),
+    [
+        ("drops the crossing token", "keep the token that crosses p too"),
+        ("no sort", "sort the probabilities"),
+        ("sorted order", "back in vocabulary order"),
+        ("zero", "not 0"),
+    ],
+)
+def test_top_p_names_each_mistake(bug, hint):
+    assert_rejected_with(check.top_p(lambda logits, p: top_p(logits, p, bug=bug)), hint)
+
+
+@pytest.mark.parametrize(
+    ("bug", "hint"),
+    [
+        ("no running total", "add the prefix's total log-probability"),
+        ("eos kept alive", "set it aside instead of keeping it"),
+        ("penalty on live beams", "apply the length penalty to finished hypotheses only"),
+        ("no penalty", "divide each finished hypothesis's log-probability by length ** alpha"),
+        ("bos counted", "count the generated tokens only"),
+    ],
+)
+def test_beam_step_names_each_mistake(bug, hint):
+    assert_rejected_with(check.beam_step(lambda *args: beam_step(*args, bug=bug)), hint)
+
+
+@pytest.mark.parametrize(
+    ("bug", "hint"),
+    [("appended twice", "your cache holds each position twice"), ("unscaled", "divide the scores by √d")],
+)
+def test_cached_attention_step_names_each_mistake(bug, hint):
+    assert_rejected_with(check.cached_attention_step(lambda *args: cached_step(*args, bug=bug)), hint)
+
+
+def test_cached_attention_step_names_a_cache_that_does_not_grow():
+    def forgets_the_cache(x_new, k_cache, v_cache, w_q, w_k, w_v):
+        output, _, _ = cached_step(x_new, k_cache, v_cache, w_q, w_k, w_v)
+        return output, k_cache, v_cache
+
+    assert_rejected_with(check.cached_attention_step(forgets_the_cache), "return the grown caches")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by, bug="no cross-attention"), "cross-attention"),
+        (lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // 2, "keys AND values"),
+        (lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // n, "multiply by the number of layers"),
+        (lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // b, "multiply by the batch size"),
+        (lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // by, "count bytes, not numbers"),
+    ],
+)
+def test_cache_bytes_names_each_mistake(wrong, hint):
+    assert_rejected_with(check.cache_bytes(wrong), hint)

@@ -8,11 +8,17 @@ from torch import nn
 
 from transformer_lib.decoding import (
     beam_search,
+    beam_search_step,
+    cache_nbytes,
+    generate_tokens,
+    generate_translation,
     greedy_decode,
+    greedy_pick,
     length_normalised_score,
     sample,
     sample_next_token,
     sampling_distribution,
+    sampling_picker,
     top_k_filter,
     top_p_filter,
 )
@@ -198,3 +204,45 @@ def test_sampling_distribution_is_what_sample_next_token_draws_from():
     assert all(bool(probs[row, draws[:, row]].gt(0).all()) for row in range(2))  # never a filtered-out token
     with pytest.raises(ValueError, match="temperature=0 must be > 0"):
         sampling_distribution(logits, temperature=0)
+
+
+def test_greedy_and_sampling_are_one_loop_with_another_picker(model, src):
+    greedy = greedy_decode(model, src, BOS, EOS, max_len=10)
+    assert torch.equal(generate_translation(model, src, BOS, EOS, max_len=10, pick=greedy_pick), greedy)
+    drawn = sample(model, src, BOS, EOS, max_len=10, temperature=1.5, generator=torch.Generator().manual_seed(4))
+    picker = sampling_picker(temperature=1.5, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(generate_translation(model, src, BOS, EOS, max_len=10, pick=picker), drawn)
+
+
+def test_the_generation_loop_pads_finished_rows_and_stops_when_all_have_ended():
+    script = iter([[5, EOS], [EOS, 6], [7, 8]])  # row 1 ends at step 1, row 0 at step 2
+
+    def pick(logits):
+        return torch.tensor(next(script))
+
+    start = torch.full((2, 1), BOS)
+    tokens = generate_tokens(lambda t: torch.zeros(t.shape[0], 9), start, 5, pick, eos_id=EOS)
+    assert tokens.tolist() == [[BOS, 5, EOS], [BOS, EOS, EOS]]  # row 1's 6 became <eos>; no third step
+    endless = generate_tokens(lambda t: torch.zeros(1, 9), torch.full((1, 1), BOS), 4, greedy_pick)
+    assert endless.tolist() == [[BOS, 0, 0, 0, 0]]  # no eos_id: exactly max_new_tokens tokens
+
+
+def test_a_beam_step_sets_finished_hypotheses_aside_with_the_length_penalty():
+    prefixes = torch.tensor([[BOS, 5], [BOS, 6]])  # (2, t = 2)
+    scores = torch.tensor([-0.1, -0.5])
+    log_probs = torch.full((2, 7), -9.0)
+    log_probs[0, EOS], log_probs[0, 3], log_probs[1, 4], log_probs[1, 5] = -0.2, -1.0, -0.3, -2.0
+    kept, kept_scores, finished = beam_search_step(prefixes, scores, log_probs, 2, EOS, length_penalty=1.0)
+    assert kept.tolist() == [[BOS, 6, 4], [BOS, 5, 3]]
+    torch.testing.assert_close(kept_scores, torch.tensor([-0.8, -1.1]))  # raw totals
+    assert [tokens.tolist() for _, tokens in finished] == [[BOS, 5, EOS]]
+    assert finished[0][0] == pytest.approx(-0.3 / 2)  # two generated tokens: 5 and <eos>
+
+
+def test_cache_nbytes_counts_self_and_cross_attention_keys_and_values(model, src):
+    memory = model.encode(src)  # (3, 6, 16)
+    cache = model.new_cache()
+    for _ in range(4):
+        model.decode(torch.full((3, 1), BOS), memory, cache=cache)
+    layers, d_model = len(model.decoder_layers), model.config.d_model
+    assert cache_nbytes(cache) == 2 * layers * (4 + src.shape[1]) * d_model * src.shape[0] * 4

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from transformer_lib import causal_mask, padding_mask
-from transformer_lib.layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm
+from transformer_lib.layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, residual_connection
 from transformer_lib.torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights
 
 D_MODEL, HEADS, D_FF = 8, 2, 16
@@ -31,6 +31,23 @@ def test_layer_norm_normalises_each_position_not_the_batch():
     y = LayerNorm(D_MODEL)(x)
     torch.testing.assert_close(y.mean(-1), torch.zeros(4, 3), atol=1e-5, rtol=0)
     torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(4, 3), atol=1e-3, rtol=0)
+
+
+def test_residual_connection_post_ln_and_pre_ln():
+    torch.manual_seed(4)
+    x = torch.randn(2, 3, D_MODEL, dtype=torch.float64)
+    sublayer, norm, no_dropout = nn.Linear(D_MODEL, D_MODEL).double(), LayerNorm(D_MODEL).double(), nn.Identity()
+    torch.testing.assert_close(residual_connection(x, sublayer, norm, no_dropout), norm(x + sublayer(x)))
+    torch.testing.assert_close(residual_connection(x, sublayer, norm, no_dropout, norm_first=True),
+                               x + sublayer(norm(x)))
+
+
+def test_residual_connection_drops_the_sublayer_output_only():
+    torch.manual_seed(5)
+    x = torch.randn(4, 5, D_MODEL, dtype=torch.float64)
+    out = residual_connection(x, torch.ones_like, nn.Identity(), nn.Dropout(0.5).train(), norm_first=True)
+    kept = (out - x).round(decimals=9)  # 0 where dropped, 1 / (1 - p) = 2 where kept: x itself passes untouched
+    assert set(kept.unique().tolist()) == {0.0, 2.0}
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -7,22 +7,20 @@ import torch
 import torch.nn.functional as F
 
 from course_tools import CHECKPOINTS_VARIABLE
-from transformer_lib.data import make_translation_task
+from transformer_lib.checkpoints import CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE
+from transformer_lib.checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
+from transformer_lib.data import ADJECTIVES, make_translation_task
+from transformer_lib.evaluation import chrf
 from transformer_lib.model import Transformer
-from transformer_lib.training import (
-    CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE,
-)
+from transformer_lib.recipes import translation_model_config
 from transformer_lib.training import (
     TrainingConfig,
     evaluate_loss,
     label_smoothed_cross_entropy,
-    lesson_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
     shift_for_teacher_forcing,
     train,
+    training_step,
     transformer_lr,
-    translation_model_config,
     warmup_linear_decay_lr,
 )
 
@@ -37,13 +35,26 @@ def test_loss_equals_pytorch_and_ignores_padding():
     torch.manual_seed(0)
     logits = torch.randn(2, 4, 6, dtype=torch.float64)
     labels = torch.tensor([[3, 4, 2, 0], [5, 2, 0, 0]])
-    for smoothing in (0.0, 0.1):
-        expected = F.cross_entropy(logits.reshape(-1, 6), labels.reshape(-1), ignore_index=0, label_smoothing=smoothing)
-        torch.testing.assert_close(label_smoothed_cross_entropy(logits, labels, 0, smoothing), expected)
+    expected = F.cross_entropy(logits.reshape(-1, 6), labels.reshape(-1), ignore_index=0)
+    torch.testing.assert_close(label_smoothed_cross_entropy(logits, labels, 0), expected)
     changed = logits.clone()
     changed[1, 3] = 100.0  # a padding position: must not matter
     torch.testing.assert_close(label_smoothed_cross_entropy(changed, labels, 0, 0.1),
                                label_smoothed_cross_entropy(logits, labels, 0, 0.1))
+
+
+def test_smoothing_spreads_its_mass_over_every_token_but_pad():
+    torch.manual_seed(1)
+    logits = torch.randn(2, 3, 5, dtype=torch.float64)
+    labels = torch.tensor([[3, 4, 0], [1, 2, 3]])
+    target = torch.full((2, 3, 5), 0.1 / 4, dtype=torch.float64)  # 0.1 over the 4 tokens other than <pad> = 0
+    target[..., 0] = 0.0
+    target.scatter_add_(-1, labels.unsqueeze(-1), torch.full((2, 3, 1), 0.9, dtype=torch.float64))
+    per_token = -(target * logits.log_softmax(-1)).sum(-1)  # (2, 3)
+    real = labels != 0
+    torch.testing.assert_close(label_smoothed_cross_entropy(logits, labels, 0, 0.1), per_token[real].mean())
+    over_all_tokens = F.cross_entropy(logits.reshape(-1, 5), labels.reshape(-1), ignore_index=0, label_smoothing=0.1)
+    assert not torch.isclose(label_smoothed_cross_entropy(logits, labels, 0, 0.1), over_all_tokens)
 
 
 def test_loss_has_no_nan_with_infinite_logits_or_only_padding():
@@ -53,6 +64,56 @@ def test_loss_has_no_nan_with_infinite_logits_or_only_padding():
     loss = label_smoothed_cross_entropy(logits, labels, pad_id=0, smoothing=0.1)
     torch.testing.assert_close(loss, label_smoothed_cross_entropy(logits[:, :2], labels[:, :2], 0, 0.1))
     assert not torch.isnan(label_smoothed_cross_entropy(torch.zeros(1, 2, 5), torch.zeros(1, 2, dtype=torch.long), 0))
+
+
+def test_a_training_step_is_shift_forward_smoothed_loss_backward_clip_step():
+    task = make_translation_task(num_train=32, num_valid=8, num_test=4, num_unseen=4, seed=0)
+    src, tgt = task.encode_pairs(task.train[:16])
+    models = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        models.append(Transformer(translation_model_config(task)))
+    by_hand, library = models
+    optimizers = [torch.optim.Adam(m.parameters(), lr=1e-3) for m in models]
+    logits = by_hand(src, tgt[:, :-1], src_mask=(src != 0)[:, None, None, :])
+    loss = label_smoothed_cross_entropy(logits, tgt[:, 1:], 0, 0.1)
+    optimizers[0].zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(by_hand.parameters(), 0.5)
+    optimizers[0].step()
+    smoothed, cross_entropy = training_step(library, optimizers[1], src, tgt, 0, smoothing=0.1, clip_norm=0.5)
+    plain = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=0)
+    assert smoothed == loss.item() and math.isclose(cross_entropy, plain.item(), rel_tol=1e-6)
+    for a, b in zip(by_hand.parameters(), library.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_chrf_on_a_hand_computed_example():
+    # "ab" against "abc", n = 1, 2: precisions 2/2 and 1/1, recalls 2/3 and 1/2 -> P = 1, R = 7/12
+    assert math.isclose(chrf([["ab"]], [["abc"]], max_n=2, beta=1.0), 100 * 14 / 19)
+    assert math.isclose(chrf([["ab"]], [["abc"]], max_n=2), 100 * 7 / 11)  # beta 2: 5 P R / (4 P + R)
+    assert chrf([["a", "b"]], [["ab"]]) == 100.0  # spaces do not count
+    assert math.isclose(chrf([["aaa"]], [["a"]], max_n=1, beta=1.0), 100 * 2 * (1 / 3) / (1 / 3 + 1))  # clipped
+    assert chrf([["x"]], [["y"]]) == 0.0
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        chrf([["a"], ["b"]], [["a"]])
+
+
+def test_the_unseen_split_holds_the_two_adjective_phrases_the_others_never_show():
+    task = make_translation_task(num_train=200, num_valid=20, num_test=20, num_unseen=30, seed=0)
+    adjectives = set(ADJECTIVES)
+
+    def most_adjectives_in_a_row(words):
+        runs, run = [0], 0
+        for word in words:
+            run = run + 1 if word in adjectives else 0
+            runs.append(run)
+        return max(runs)
+
+    assert len(task.unseen) == 30 and all(most_adjectives_in_a_row(s) == 2 for s, _ in task.unseen)
+    assert all(most_adjectives_in_a_row(s) <= 1 for split in (task.train, task.valid, task.test) for s, _ in split)
+    with pytest.raises(ValueError, match="num_unseen=5 needs phrases with more than seen_adjectives=2"):
+        make_translation_task(10, 2, 2, num_unseen=5, seen_adjectives=2)
 
 
 def test_paper_schedule_warms_up_then_decays():
@@ -139,6 +200,7 @@ def test_a_run_whose_warm_up_ends_one_step_before_the_budget_trains_to_the_end()
     history = train(Transformer(translation_model_config(task)), task,
                     TrainingConfig(steps=3, warmup_steps=2, batch_size=16), progress=False)
     assert history.steps == [1, 2, 3] and history.lr[1] == TrainingConfig().peak_lr
+    assert len(history.train_cross_entropy) == 3
 
 
 def test_paper_schedule_refuses_a_zero_warm_up():

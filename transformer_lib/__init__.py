@@ -7,25 +7,33 @@ Conventions (as in PyTorch): tensors are batch-first, ``(batch, seq, d_model)``;
 where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_attention``.
 
 Modules, in the order the lessons introduce them: device (00), similarity (01), attention (02-03), positions (04),
-masks (05), multi_head and torch_interop (06), layers (07), model (08), data and training (09), decoding (10),
-gpt, chunked_attention and scaling (11).
+masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
+checkpoints and recipes (09), decoding (10), gpt, chunked_attention and scaling (11).
 """
 
 from .attention import entropy_bits, scaled_dot_product_attention, softmax
+from .checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
 from .chunked_attention import chunked_attention, online_softmax_update
 from .data import TranslationTask, Vocabulary, make_translation_task
 from .decoding import (
     beam_search,
+    beam_search_step,
+    cache_nbytes,
+    generate_tokens,
+    generate_translation,
     greedy_decode,
+    greedy_pick,
     sample,
     sample_next_token,
     sampling_distribution,
+    sampling_picker,
     top_k_filter,
     top_p_filter,
 )
 from .device import get_device, set_seed
+from .evaluation import chrf, exact_match, translate
 from .gpt import GPT, CharTokenizer, GPTConfig, generate, train_gpt, zen_of_python
-from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm
+from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, residual_connection
 from .masks import MASK_KINDS, build_mask, causal_mask, padding_mask
 from .model import (
     DecoderCache,
@@ -44,19 +52,18 @@ from .positions import (
     shift_rotation,
     sinusoidal_encoding,
 )
+from .recipes import train_translation_model, translation_model_config
 from .scaling import fit_power_law, score_memory_mib
 from .similarity import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
     TrainingConfig,
-    exact_match,
     label_smoothed_cross_entropy,
-    lesson_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
     shift_for_teacher_forcing,
-    train_translation_model,
+    train,
+    training_step,
     transformer_lr,
+    warmup_linear_decay_lr,
 )
 
 __all__ = [
@@ -97,6 +104,7 @@ __all__ = [
     "LayerNorm",
     "copy_decoder_layer_weights",
     "copy_encoder_layer_weights",
+    "residual_connection",
     # lesson 08: the full model
     "DecoderCache",
     "Transformer",
@@ -107,6 +115,7 @@ __all__ = [
     "TrainingConfig",
     "TranslationTask",
     "Vocabulary",
+    "chrf",
     "cross_attention_weights",
     "exact_match",
     "label_smoothed_cross_entropy",
@@ -115,14 +124,25 @@ __all__ = [
     "make_translation_task",
     "save_checkpoint",
     "shift_for_teacher_forcing",
+    "train",
     "train_translation_model",
+    "training_step",
     "transformer_lr",
+    "translate",
+    "translation_model_config",
+    "warmup_linear_decay_lr",
     # lesson 10: decoding
     "beam_search",
+    "beam_search_step",
+    "cache_nbytes",
+    "generate_tokens",
+    "generate_translation",
     "greedy_decode",
+    "greedy_pick",
     "sample",
     "sample_next_token",
     "sampling_distribution",
+    "sampling_picker",
     "top_k_filter",
     "top_p_filter",
     # lesson 11: decoder-only models and the cost of attention

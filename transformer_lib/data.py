@@ -7,7 +7,9 @@ The source sentences are subject-verb-object: ``the big dog sees a red cat``. Th
 * puts adjectives after the noun, in reverse order (``big red dog`` -> ``hund rot gross``),
 * makes the determiner agree with the noun's gender, number and definiteness, and the verb with the subject's number.
 
-So a model must learn which source word goes where (alignment), not just a word-for-word dictionary.
+So a model must learn which source word goes where (alignment), not just a word-for-word dictionary. The training,
+validation and test sentences have at most one adjective per noun phrase; sentences with a two-adjective phrase are
+kept apart as the ``unseen`` split, to show what a model trained on the others does not learn.
 
 Shape legend: batch = number of sentences, T = padded length in tokens.
 """
@@ -15,7 +17,7 @@ Shape legend: batch = number of sentences, T = padded length in tokens.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -137,6 +139,12 @@ def _target_phrase(phrase: dict) -> list[str]:
 
 def make_sentence_pair(rng: np.random.Generator, max_adjectives: int = 2) -> tuple[list[str], list[str]]:
     """One (source words, target words) pair: ``S V O`` becomes ``S' O' V'`` with the agreement rules above."""
+    pair, _ = _draw_sentence(rng, max_adjectives)
+    return pair
+
+
+def _draw_sentence(rng: np.random.Generator, max_adjectives: int) -> tuple[tuple[list[str], list[str]], int]:
+    """A sentence pair and the largest number of adjectives in one of its noun phrases."""
     subject, obj = _noun_phrase(rng, max_adjectives), _noun_phrase(rng, max_adjectives)
     verb = str(rng.choice(list(VERBS)))
     plural_source, singular_target, plural_target = VERBS[verb]
@@ -144,7 +152,7 @@ def make_sentence_pair(rng: np.random.Generator, max_adjectives: int = 2) -> tup
     target_verb = plural_target if subject["plural"] else singular_target
     source = [*_source_phrase(subject), source_verb, *_source_phrase(obj)]
     target = [*_target_phrase(subject), *_target_phrase(obj), target_verb]
-    return source, target
+    return (source, target), max(len(subject["adjectives"]), len(obj["adjectives"]))
 
 
 def source_words() -> list[str]:
@@ -166,13 +174,15 @@ Pair = tuple[list[str], list[str]]
 
 @dataclass
 class TranslationTask:
-    """Vocabularies and disjoint train / validation / test splits of sentence pairs."""
+    """Vocabularies and disjoint splits of sentence pairs: train / validation / test drawn from one distribution, and
+    ``unseen``, sentences of a kind the training split never shows (see :func:`make_translation_task`)."""
 
     src_vocab: Vocabulary
     tgt_vocab: Vocabulary
     train: list[Pair]
     valid: list[Pair]
     test: list[Pair]
+    unseen: list[Pair] = field(default_factory=list)
 
     def encode_pairs(self, pairs: Sequence[Pair]) -> tuple[torch.Tensor, torch.Tensor]:
         """Pairs -> padded ``src`` (batch, T_src) ending in ``<eos>`` and ``tgt`` (batch, T_tgt) ``<bos> … <eos>``."""
@@ -198,20 +208,40 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad_id: int) -> torch.Tens
 
 
 def make_translation_task(
-    num_train: int = 20_000, num_valid: int = 500, num_test: int = 1_000, max_adjectives: int = 2, seed: int = 0
+    num_train: int = 20_000,
+    num_valid: int = 500,
+    num_test: int = 1_000,
+    num_unseen: int = 500,
+    max_adjectives: int = 2,
+    seen_adjectives: int = 1,
+    seed: int = 0,
 ) -> TranslationTask:
-    """Generate distinct sentence pairs and split them: no test sentence appears in training."""
+    """Generate distinct sentence pairs and split them: no test sentence appears in training.
+
+    Noun phrases carry 0 … ``max_adjectives`` adjectives. Sentences whose phrases all have at most
+    ``seen_adjectives`` of them fill train, validation and test (one distribution); the others, with a phrase of more
+    adjectives (where the reversed order of the target shows), fill ``unseen``: a split of a kind never trained on.
+    """
+    if not 0 <= seen_adjectives <= max_adjectives:
+        raise ValueError(f"seen_adjectives={seen_adjectives} must be in 0 … max_adjectives={max_adjectives}")
+    if num_unseen > 0 and seen_adjectives == max_adjectives:
+        raise ValueError(
+            f"num_unseen={num_unseen} needs phrases with more than seen_adjectives={seen_adjectives} adjectives: "
+            f"raise max_adjectives above {seen_adjectives}, or pass num_unseen=0"
+        )
     rng = np.random.default_rng(seed)
     wanted = num_train + num_valid + num_test
-    unique: dict[tuple[str, ...], Pair] = {}
-    while len(unique) < wanted:
-        source, target = make_sentence_pair(rng, max_adjectives)
-        unique.setdefault(tuple(source), (source, target))
-    pairs = list(unique.values())
+    seen: dict[tuple[str, ...], Pair] = {}
+    unseen: dict[tuple[str, ...], Pair] = {}
+    while len(seen) < wanted or len(unseen) < num_unseen:
+        (source, target), adjectives = _draw_sentence(rng, max_adjectives)
+        (seen if adjectives <= seen_adjectives else unseen).setdefault(tuple(source), (source, target))
+    pairs = list(seen.values())
     return TranslationTask(
         src_vocab=Vocabulary(source_words()),
         tgt_vocab=Vocabulary(target_words()),
         train=pairs[:num_train],
         valid=pairs[num_train : num_train + num_valid],
-        test=pairs[num_train + num_valid :],
+        test=pairs[num_train + num_valid : wanted],
+        unseen=list(unseen.values())[:num_unseen],
     )

@@ -1,16 +1,87 @@
-"""Turning a trained encoder-decoder into translations: decoding strategies.
+"""Turning a trained model into text: one generation loop with a pluggable picker, beam search, and the KV cache.
 
-Shape legend: batch, S = source length, T = generated length.
+Shape legend: batch, S = source length, T = generated length, V = vocabulary size.
+
+Greedy decoding and sampling are the same loop: read the logits of the last position, **pick** the next token,
+append it, stop at the end token. Only the picker differs (as in minGPT's single ``generate(do_sample, top_k)``):
+:func:`greedy_pick` takes the argmax, :func:`sampling_picker` draws from the filtered distribution.
+:func:`generate_tokens` is that loop; :func:`generate_translation` runs it on an encoder-decoder, and
+``gpt.generate`` on a decoder-only model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 
-from .model import Transformer
+from .model import DecoderCache, Transformer
+
+Picker = Callable[[torch.Tensor], torch.Tensor]  # logits (batch, V) -> next token ids (batch,)
+
+
+def greedy_pick(logits: torch.Tensor) -> torch.Tensor:
+    """The greedy picker: the most likely token of each row, (batch, V) -> (batch,)."""
+    return logits.argmax(dim=-1)
 
 
 @torch.no_grad()
+def generate_tokens(
+    next_logits: Callable[[torch.Tensor], torch.Tensor],
+    tokens: torch.Tensor,
+    max_new_tokens: int,
+    pick: Picker = greedy_pick,
+    eos_id: int | None = None,
+) -> torch.Tensor:
+    """The generation loop: ``max_new_tokens`` times, ``pick`` a token from ``next_logits(tokens)`` and append it.
+
+    ``tokens``: (batch, T0) the start (``<bos>`` or a prompt); ``next_logits``: (batch, t) -> (batch, V), the logits
+    of the token that follows each row. With an ``eos_id``, a row that has produced it is padded with ``eos_id``
+    and the loop stops once every row has. Returns (batch, T0 + T).
+    """
+    finished = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)  # (batch,)
+    for _ in range(max_new_tokens):
+        next_token = pick(next_logits(tokens))  # (batch,)
+        if eos_id is not None:
+            next_token = next_token.masked_fill(finished, eos_id)  # a finished row only repeats the end token
+            finished |= next_token == eos_id
+        tokens = torch.cat((tokens, next_token[:, None]), dim=1)  # (batch, t + 1)
+        if finished.all():
+            break
+    return tokens
+
+
+@torch.no_grad()
+def generate_translation(
+    model: Transformer,
+    src: torch.Tensor,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    pick: Picker = greedy_pick,
+    src_mask: torch.Tensor | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """Run :func:`generate_tokens` on an encoder-decoder, for a batch of sources at once.
+
+    ``src``: (batch, S) token ids; ``src_mask``: e.g. ``padding_mask(src, pad_id)``. Returns (batch, 1 + T) ids that
+    start with ``bos_id``; generation stops when every sentence has produced ``eos_id`` or after ``max_len`` new
+    tokens, and a finished sentence is padded with ``eos_id``. With ``use_cache`` each step feeds only the newest
+    token and reuses the keys and values of earlier steps; without it, each step recomputes the whole prefix.
+    """
+    model.eval()
+    memory = model.encode(src, src_mask)  # (batch, S, d_model): computed once
+    cache = model.new_cache() if use_cache else None
+
+    def next_logits(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t) -> (batch, V)
+        decoder_input = tokens[:, -1:] if use_cache else tokens  # (batch, 1) or (batch, t)
+        return model.decode(decoder_input, memory, memory_mask=src_mask, cache=cache)[:, -1]  # the last position
+
+    start = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
+    return generate_tokens(next_logits, start, max_len, pick, eos_id)
+
+
 def greedy_decode(
     model: Transformer,
     src: torch.Tensor,
@@ -20,28 +91,11 @@ def greedy_decode(
     src_mask: torch.Tensor | None = None,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """Pick the most likely next token at every step, for a batch of sources at once.
+    """:func:`generate_translation` with :func:`greedy_pick`: the most likely next token at every step.
 
-    ``src``: (batch, S) token ids; ``src_mask``: e.g. ``padding_mask(src, pad_id)``. Returns (batch, 1 + T) ids that
-    start with ``bos_id``; generation stops when every sentence has produced ``eos_id`` or after ``max_len`` new
-    tokens, and a finished sentence is padded with ``eos_id``. With ``use_cache`` each step feeds only the newest
-    token and reuses the keys and values of earlier steps; without it, each step recomputes the whole prefix.
+    ``src``: (batch, S) -> (batch, 1 + T) ids starting with ``bos_id``, finished rows padded with ``eos_id``.
     """
-    model.eval()
-    memory = model.encode(src, src_mask)  # (batch, S, d_model)
-    tokens = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
-    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (batch,)
-    cache = model.new_cache() if use_cache else None
-    for _ in range(max_len):
-        decoder_input = tokens[:, -1:] if use_cache else tokens  # (batch, 1) or (batch, t)
-        logits = model.decode(decoder_input, memory, memory_mask=src_mask, cache=cache)  # (batch, ·, V)
-        next_token = logits[:, -1].argmax(dim=-1)  # (batch,)
-        next_token = torch.where(finished, torch.full_like(next_token, eos_id), next_token)
-        tokens = torch.cat((tokens, next_token[:, None]), dim=1)  # (batch, t + 1)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
-    return tokens
+    return generate_translation(model, src, bos_id, eos_id, max_len, greedy_pick, src_mask, use_cache)
 
 
 # --- sampling: temperature, top-k and top-p (nucleus) filters
@@ -101,7 +155,9 @@ def sample_next_token(
     """Draw one token per row from ``softmax(logits / temperature)``, after the optional top-k and top-p filters.
 
     ``logits``: (batch, V) -> (batch,) token ids. The draw happens on the CPU, with ``generator`` (a CPU
-    ``torch.Generator``) if given, so a seed gives the same tokens on every device.
+    ``torch.Generator``) if given, so a seed gives the same random numbers on every device; the same machine and
+    settings then give the same tokens, while another machine, whose probabilities can differ in their last bits,
+    can pick another token where a random number falls near the boundary between two tokens.
     """
     if logits.dim() != 2:
         raise ValueError(
@@ -112,7 +168,16 @@ def sample_next_token(
     return torch.multinomial(probs, 1, generator=generator)[:, 0].to(logits.device)  # (batch,)
 
 
-@torch.no_grad()
+def sampling_picker(
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Picker:
+    """A picker for :func:`generate_tokens` that draws each token with :func:`sample_next_token`."""
+    return partial(sample_next_token, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+
+
 def sample(
     model: Transformer,
     src: torch.Tensor,
@@ -125,24 +190,12 @@ def sample(
     generator: torch.Generator | None = None,
     src_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Like :func:`greedy_decode` (with the cache), but each next token is drawn by :func:`sample_next_token`.
+    """:func:`generate_translation` (with the cache) with :func:`sampling_picker`: each next token is drawn.
 
     ``src``: (batch, S). Returns (batch, 1 + T) ids starting with ``bos_id``, finished rows padded with ``eos_id``.
     """
-    model.eval()
-    memory = model.encode(src, src_mask)  # (batch, S, d_model)
-    tokens = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
-    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (batch,)
-    cache = model.new_cache()
-    for _ in range(max_len):
-        logits = model.decode(tokens[:, -1:], memory, memory_mask=src_mask, cache=cache)  # (batch, 1, V)
-        next_token = sample_next_token(logits[:, -1], temperature, top_k, top_p, generator)  # (batch,)
-        next_token = torch.where(finished, torch.full_like(next_token, eos_id), next_token)
-        tokens = torch.cat((tokens, next_token[:, None]), dim=1)  # (batch, t + 1)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
-    return tokens
+    pick = sampling_picker(temperature, top_k, top_p, generator)
+    return generate_translation(model, src, bos_id, eos_id, max_len, pick, src_mask)
 
 
 # --- beam search
@@ -152,6 +205,44 @@ def length_normalised_score(log_prob: float, length: int, length_penalty: float)
     """``log_prob / length ** length_penalty``: 0 ranks by total log-probability (short outputs win), 1 by the
     mean log-probability per token."""
     return log_prob / length**length_penalty
+
+
+Finished = list[tuple[float, torch.Tensor]]  # (normalised score, tokens (1 + T,)) of each ended hypothesis
+
+
+def beam_search_step(
+    prefixes: torch.Tensor,
+    scores: torch.Tensor,
+    log_probs: torch.Tensor,
+    beam_size: int,
+    eos_id: int,
+    length_penalty: float,
+) -> tuple[torch.Tensor, torch.Tensor, Finished]:
+    """One step of beam search: extend every prefix by every token and keep the best.
+
+    ``prefixes``: (beams, t) ids starting with ``<bos>``; ``scores``: (beams,) their total log-probabilities;
+    ``log_probs``: (beams, V) each prefix's next-token log-probabilities. The ``2 * beam_size`` extensions with the
+    best total log-probability are visited best first: one that ends in ``eos_id`` is finished, scored by
+    :func:`length_normalised_score` over its t generated tokens (``<eos>`` counts, ``<bos>`` does not); the others
+    are kept until ``beam_size`` are. Returns the kept prefixes (k, t + 1), their total log-probabilities (k,)
+    (not normalised: they keep growing) and the finished hypotheses.
+    """
+    candidates = scores[:, None] + log_probs  # (beams, V): total log-probability of every extension
+    vocab_size = candidates.shape[1]
+    top_scores, top_indices = candidates.flatten().topk(min(2 * beam_size, candidates.numel()))
+    kept, kept_scores, finished = [], [], []
+    for score, index in zip(top_scores.tolist(), top_indices.tolist(), strict=True):
+        beam, token = divmod(index, vocab_size)  # which prefix, which new token
+        extended = torch.cat((prefixes[beam], prefixes.new_tensor([token])))  # (t + 1,)
+        if token == eos_id:
+            finished.append((length_normalised_score(score, len(extended) - 1, length_penalty), extended))
+        else:
+            kept.append(extended)
+            kept_scores.append(score)
+            if len(kept) == beam_size:
+                break
+    kept_prefixes = torch.stack(kept) if kept else prefixes.new_empty((0, prefixes.shape[1] + 1))  # (k, t + 1)
+    return kept_prefixes, scores.new_tensor(kept_scores), finished
 
 
 @torch.no_grad()
@@ -167,11 +258,10 @@ def beam_search(
 ) -> torch.Tensor:
     """Keep the ``beam_size`` most probable prefixes at every step instead of only the best one.
 
-    ``src``: (1, S), one sentence. Each step extends every kept prefix by every token, scores each candidate by its
-    total log-probability and keeps the best ``beam_size`` that have not ended; a candidate ending in ``eos_id`` is
-    set aside as finished. The search stops when ``beam_size`` candidates have finished (or after ``max_len``
-    tokens), and returns the one with the best :func:`length_normalised_score`, shaped (1, 1 + T) and starting
-    with ``bos_id``. Every step recomputes the kept prefixes (no cache), which keeps the code short.
+    ``src``: (1, S), one sentence. Each step is a :func:`beam_search_step`. The search stops when ``beam_size``
+    hypotheses have finished (or after ``max_len`` tokens, when the unfinished ones compete too), and returns the
+    one with the best :func:`length_normalised_score`, shaped (1, 1 + T) and starting with ``bos_id``. Every step
+    recomputes the kept prefixes (no cache), which keeps the code short.
     """
     if src.shape[0] != 1:
         raise ValueError(
@@ -183,30 +273,33 @@ def beam_search(
     memory = model.encode(src, src_mask)  # (1, S, d_model)
     prefixes = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (beams, t)
     scores = torch.zeros(1, device=src.device)  # (beams,): total log-probability of each prefix
-    finished: list[tuple[float, torch.Tensor]] = []  # (normalised score, tokens)
+    finished: Finished = []
     for _ in range(max_len):
         beams = prefixes.shape[0]
         logits = model.decode(prefixes, memory.expand(beams, -1, -1), memory_mask=src_mask)  # (beams, t, V)
-        candidates = scores[:, None] + logits[:, -1].log_softmax(dim=-1)  # (beams, V)
-        vocab_size = candidates.shape[1]
-        top_scores, top_indices = candidates.flatten().topk(min(2 * beam_size, candidates.numel()))
-        kept_prefixes, kept_scores = [], []
-        for score, index in zip(top_scores.tolist(), top_indices.tolist(), strict=True):
-            beam, token = divmod(index, vocab_size)
-            extended = torch.cat((prefixes[beam], prefixes.new_tensor([token])))  # (t + 1,)
-            if token == eos_id:
-                finished.append((length_normalised_score(score, len(extended) - 1, length_penalty), extended))
-            else:
-                kept_prefixes.append(extended)
-                kept_scores.append(score)
-            if len(kept_prefixes) == beam_size:
-                break
-        if len(finished) >= beam_size or not kept_prefixes:
+        log_probs = logits[:, -1].log_softmax(dim=-1)  # (beams, V)
+        prefixes, scores, ended = beam_search_step(prefixes, scores, log_probs, beam_size, eos_id, length_penalty)
+        finished += ended
+        if len(finished) >= beam_size or prefixes.shape[0] == 0:
             break
-        prefixes, scores = torch.stack(kept_prefixes), scores.new_tensor(kept_scores)
     else:  # max_len reached: unfinished prefixes compete too
         length = prefixes.shape[1] - 1
         for score, prefix in zip(scores.tolist(), prefixes, strict=True):
             finished.append((length_normalised_score(score, length, length_penalty), prefix))
     _, best_tokens = max(finished, key=lambda pair: pair[0])
     return best_tokens[None]  # (1, 1 + T)
+
+
+# --- the KV cache's memory
+
+
+def cache_nbytes(cache: DecoderCache) -> int:
+    """Bytes held by the key and value tensors of a decoder's cache: every layer's self-attention keys/values
+    (growing with the target) and cross-attention keys/values (fixed by the source)."""
+    return sum(
+        tensor.nbytes
+        for layer in cache.layers
+        for attention_cache in (layer.self_attn, layer.cross_attn)
+        for tensor in (attention_cache.key, attention_cache.value)
+        if tensor is not None
+    )

@@ -20,7 +20,7 @@ from torch import nn
 
 from .attention import check_dropout
 from .data import check_token_ids
-from .decoding import sample_next_token
+from .decoding import generate_tokens, greedy_pick, sampling_picker
 from .layers import EncoderLayer, LayerNorm
 from .masks import causal_mask
 from .multi_head import check_heads
@@ -169,19 +169,18 @@ def generate(
 ) -> torch.Tensor:
     """Continue ``prompt`` (batch, T0) by ``max_new_tokens`` tokens -> (batch, T0 + max_new_tokens).
 
-    Each step feeds the last ``block_size`` tokens and picks the next one greedily or with
-    :func:`~transformer_lib.decoding.sample_next_token`.
+    The loop is lesson 10's :func:`~transformer_lib.decoding.generate_tokens`: each step feeds the last
+    ``block_size`` tokens and picks the next one with :func:`~transformer_lib.decoding.greedy_pick` or
+    :func:`~transformer_lib.decoding.sampling_picker`.
     """
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0: it counts the tokens to add to the prompt")
     check_token_ids(prompt, model.config.vocab_size, "prompt")  # also when max_new_tokens is 0
     model.eval()
-    tokens = prompt
-    for _ in range(max_new_tokens):
-        logits = model(tokens[:, -model.config.block_size :])[:, -1]  # (batch, V): the last position's prediction
-        if greedy:
-            next_token = logits.argmax(dim=-1)  # (batch,)
-        else:
-            next_token = sample_next_token(logits, temperature, top_k, top_p, generator)  # (batch,)
-        tokens = torch.cat((tokens, next_token[:, None]), dim=1)  # (batch, t + 1)
-    return tokens
+    block_size = model.config.block_size
+    pick = greedy_pick if greedy else sampling_picker(temperature, top_k, top_p, generator)
+
+    def next_logits(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t) -> (batch, V): the last position's
+        return model(tokens[:, -block_size:])[:, -1]
+
+    return generate_tokens(next_logits, prompt, max_new_tokens, pick)

@@ -1,5 +1,6 @@
-"""The Transformer's building blocks: layer normalisation, the position-wise feed-forward network, and the
-encoder and decoder layers (post-LN as in the paper, or pre-LN with ``norm_first=True``).
+"""The Transformer's building blocks: layer normalisation, the position-wise feed-forward network, the residual
+connection around each sub-layer (``residual_connection``, post-LN as in the paper or pre-LN with ``norm_first=True``),
+and the encoder and decoder layers built from them.
 
 Submodule names follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` (``self_attn``,
 ``multihead_attn``, ``linear1``, ``linear2``, ``norm1`` …), so weights can be copied both ways.
@@ -11,6 +12,7 @@ opposite polarity).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -55,6 +57,23 @@ def position_wise_feed_forward(
     return linear2(dropout(F.relu(linear1(x))))  # (batch, T, d_model)
 
 
+def residual_connection(
+    x: torch.Tensor,
+    sublayer: Callable[[torch.Tensor], torch.Tensor],
+    norm: nn.Module,
+    dropout: nn.Module,
+    norm_first: bool = False,
+) -> torch.Tensor:
+    """Wrap one sub-layer in its residual connection and LayerNorm; ``dropout`` acts on the sub-layer's output.
+
+    Post-LN (the paper): ``norm(x + dropout(sublayer(x)))``; pre-LN (``norm_first=True``):
+    ``x + dropout(sublayer(norm(x)))``. ``x``: (batch, T, d_model); ``sublayer`` maps it to the same shape.
+    """
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))  # (batch, T, d_model): the residual stream itself is never normalised
+    return norm(x + dropout(sublayer(x)))  # (batch, T, d_model)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped in a residual connection and a LayerNorm."""
 
@@ -64,25 +83,23 @@ class EncoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)  # inside the feed-forward network
+        self.dropout = nn.Dropout(dropout)  # on the FFN's hidden layer, as in PyTorch (not in the paper)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-layer's output (the paper's residual dropout)
         self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """``x``: (batch, S, d_model); ``mask``: True = allowed, e.g. a padding mask (batch, 1, 1, S)."""
-        if self.norm_first:  # pre-LN: x + sublayer(norm(x))
-            x = x + self._self_attention(self.norm1(x), mask)
-            return x + self._feed_forward(self.norm2(x))
-        x = self.norm1(x + self._self_attention(x, mask))  # post-LN (the paper): norm(x + sublayer(x))
-        return self.norm2(x + self._feed_forward(x))  # (batch, S, d_model)
 
-    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask=mask, need_weights=False)[0])
+        def self_attention(h: torch.Tensor) -> torch.Tensor:
+            return self.self_attn(h, h, h, mask=mask, need_weights=False)[0]
+
+        x = residual_connection(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        return residual_connection(x, self._feed_forward, self.norm2, self.dropout2, self.norm_first)  # (batch, S, …)
 
     def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout2(position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout))
+        return position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout)
 
 
 @dataclass
@@ -104,11 +121,11 @@ class DecoderLayer(nn.Module):
         self.multihead_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)  # cross-attention
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)  # on the FFN's hidden layer, as in PyTorch (not in the paper)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
         self.norm3 = LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-layer's output (the paper's residual dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
 
@@ -127,22 +144,16 @@ class DecoderLayer(nn.Module):
         positions and T_total counts the cached ones too. Returns (batch, T, d_model).
         """
         self_cache, cross_cache = (cache.self_attn, cache.cross_attn) if cache is not None else (None, None)
-        if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), tgt_mask, self_cache)
-            x = x + self._cross_attention(self.norm2(x), memory, memory_mask, cross_cache)
-            return x + self._feed_forward(self.norm3(x))
-        x = self.norm1(x + self._self_attention(x, tgt_mask, self_cache))
-        x = self.norm2(x + self._cross_attention(x, memory, memory_mask, cross_cache))
-        return self.norm3(x + self._feed_forward(x))  # (batch, T, d_model)
 
-    def _self_attention(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask=mask, need_weights=False, cache=cache)[0])
+        def self_attention(h: torch.Tensor) -> torch.Tensor:  # masked: each position sees itself and the past
+            return self.self_attn(h, h, h, mask=tgt_mask, need_weights=False, cache=self_cache)[0]
 
-    def _cross_attention(
-        self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None
-    ) -> torch.Tensor:
-        # queries from the decoder, keys and values from the encoder output
-        return self.dropout2(self.multihead_attn(x, memory, memory, mask=mask, need_weights=False, cache=cache)[0])
+        def cross_attention(h: torch.Tensor) -> torch.Tensor:  # queries from the decoder, keys/values from memory
+            return self.multihead_attn(h, memory, memory, mask=memory_mask, need_weights=False, cache=cross_cache)[0]
+
+        x = residual_connection(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x = residual_connection(x, cross_attention, self.norm2, self.dropout2, self.norm_first)
+        return residual_connection(x, self._feed_forward, self.norm3, self.dropout3, self.norm_first)  # (batch, T, …)
 
     def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout3(position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout))
+        return position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout)

@@ -1,23 +1,23 @@
-"""Training an encoder-decoder Transformer: teacher forcing, label-smoothed loss without padding, the paper's
-warm-up schedule, gradient clipping, greedy exact-match evaluation and checkpoints.
+"""Training an encoder-decoder Transformer: teacher forcing, a label-smoothed loss over the real tokens, one
+optimiser step (with gradient clipping) and the loop that repeats it.
+
+Two learning-rate schedules live here: the paper's (:func:`transformer_lr`, warm-up then 1/sqrt(step) decay, shown in
+lesson 09) and the one :func:`train` uses, a warm-up then a linear decay to 0 (:func:`warmup_linear_decay_lr`), which
+fits a run with a fixed, small number of steps. Evaluation (``translate``, ``exact_match``, ``chrf``) is in
+``evaluation``, checkpoints in ``checkpoints``, and the recipe of lesson 09's model in ``recipes``.
 
 Shape legend: batch, S = source length, T = target length, V = target vocabulary size.
 """
 
 from __future__ import annotations
 
-import os
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
 
-from .data import TranslationTask, check_token_ids, make_translation_task
-from .decoding import greedy_decode
-from .device import get_device, set_seed
+from .data import TranslationTask, check_token_ids
 from .masks import padding_mask
-from .model import Transformer, TransformerConfig
+from .model import Transformer
 
 
 def shift_for_teacher_forcing(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,9 +39,10 @@ def label_smoothed_cross_entropy(
     """Mean cross-entropy over the real (non-padding) tokens, with label smoothing.
 
     ``logits``: (batch, T, V); ``labels``: (batch, T). The target distribution puts 1 - smoothing on the right token
-    and spreads smoothing evenly over all V tokens (as ``F.cross_entropy(..., label_smoothing=…)``). Padding
-    positions are left out with ``torch.where`` (not multiplied by 0, which turns an infinite log-probability into
-    NaN); a batch without real tokens gives 0, not 0/0.
+    and spreads smoothing evenly over the V - 1 tokens other than ``<pad>`` (the right one included): ``<pad>`` is
+    never a correct prediction, so no target gives it probability. (``F.cross_entropy(..., label_smoothing=…)``
+    spreads it over all V tokens, ``<pad>`` included.) Padding positions are left out with ``torch.where`` (not
+    multiplied by 0, which turns an infinite log-probability into NaN); a batch without real tokens gives 0, not 0/0.
     """
     if logits.dim() != 3 or logits.shape[:2] != labels.shape:
         raise ValueError(
@@ -55,7 +56,8 @@ def label_smoothed_cross_entropy(
                          "token, e.g. 0.1 as in the paper")
     log_probs = torch.log_softmax(logits, dim=-1)  # (batch, T, V)
     nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (batch, T)
-    uniform = -log_probs.mean(dim=-1)  # (batch, T): cross-entropy against the uniform distribution
+    not_pad = torch.arange(logits.shape[-1], device=logits.device) != pad_id  # (V,)
+    uniform = -log_probs[..., not_pad].mean(dim=-1)  # (batch, T): cross-entropy against uniform over non-pad tokens
     per_token = (1.0 - smoothing) * nll + smoothing * uniform  # (batch, T)
     real = labels != pad_id  # (batch, T)
     total = torch.where(real, per_token, torch.zeros_like(per_token)).sum()
@@ -129,22 +131,45 @@ class TrainingConfig:
 
 @dataclass
 class History:
-    """Per-step training loss and learning rate, and the validation loss at a few steps."""
+    """Per step: the label-smoothed training loss (what is minimised), the plain cross-entropy of the same batch
+    (comparable with the validation loss) and the learning rate; the validation cross-entropy every few steps."""
 
     steps: list[int] = field(default_factory=list)
     train_loss: list[float] = field(default_factory=list)
+    train_cross_entropy: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     valid_steps: list[int] = field(default_factory=list)
     valid_loss: list[float] = field(default_factory=list)
 
 
-def batch_loss(
-    model: Transformer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int, smoothing: float = 0.0
-) -> torch.Tensor:
-    """Teacher-forced loss of one padded batch ``src`` (batch, S), ``tgt`` (batch, T) ``<bos> … <eos>``."""
-    decoder_input, labels = shift_for_teacher_forcing(tgt)
+def teacher_forced_logits(
+    model: Transformer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One teacher-forced pass over a padded batch ``src`` (batch, S), ``tgt`` (batch, T) ``<bos> … <eos>``.
+
+    Returns the logits (batch, T-1, V) and the labels (batch, T-1) they are scored against.
+    """
+    decoder_input, labels = shift_for_teacher_forcing(tgt)  # (batch, T-1) each
     logits = model(src, decoder_input, src_mask=padding_mask(src, pad_id))  # (batch, T-1, V)
-    return label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)
+    return logits, labels
+
+
+def training_step(
+    model: Transformer, optimizer: torch.optim.Optimizer, src: torch.Tensor, tgt: torch.Tensor, pad_id: int,
+    smoothing: float = 0.0, clip_norm: float = 1.0,
+) -> tuple[float, float]:
+    """One step on a batch: shift, forward, label-smoothed loss, backward, clip the gradient norm, optimiser step.
+
+    Returns the batch's label-smoothed loss and its plain cross-entropy, both measured before the step.
+    """
+    logits, labels = teacher_forced_logits(model, src, tgt, pad_id)  # (batch, T-1, V), (batch, T-1)
+    loss = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    cross_entropy = label_smoothed_cross_entropy(logits.detach(), labels, pad_id)
+    return loss.item(), cross_entropy.item()
 
 
 @torch.no_grad()
@@ -152,11 +177,11 @@ def evaluate_loss(model: Transformer, task: TranslationTask, split: str = "valid
     """Mean unsmoothed cross-entropy per target token on a split (model in eval mode)."""
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
-    losses = [
-        batch_loss(model, src.to(device), tgt.to(device), task.tgt_vocab.pad_id).item()
-        for src, tgt in task.batches(split, batch_size)
-    ]
+    device, pad_id = next(model.parameters()).device, task.tgt_vocab.pad_id
+    losses = []
+    for src, tgt in task.batches(split, batch_size):
+        logits, labels = teacher_forced_logits(model, src.to(device), tgt.to(device), pad_id)
+        losses.append(label_smoothed_cross_entropy(logits, labels, pad_id).item())
     model.train(was_training)
     return sum(losses) / len(losses)
 
@@ -168,15 +193,13 @@ def train(
     progress: bool = True,
     valid_every: int = 200,
 ) -> History:
-    """Train with Adam (betas 0.9/0.98 as in the paper), linear warm-up and decay, and gradient clipping."""
+    """Train with Adam (betas 0.9/0.98 as in the paper), the linear warm-up and decay of
+    :func:`warmup_linear_decay_lr`, label smoothing and gradient clipping; batches shuffled by ``config.seed``."""
     from tqdm.auto import tqdm  # a progress bar is a front-end concern: imported only when training
 
     device = next(model.parameters()).device
     pad_id = task.tgt_vocab.pad_id
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.peak_lr, betas=(0.9, 0.98), eps=1e-9)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: warmup_linear_decay_lr(i + 1, 1.0, config.warmup_steps, config.steps)
-    )
+    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
     generator = torch.Generator().manual_seed(config.seed)
     history = History()
     model.train()
@@ -185,15 +208,15 @@ def train(
     while step < config.steps:
         for src, tgt in task.batches("train", config.batch_size, generator=generator):
             step += 1
-            loss = batch_loss(model, src.to(device), tgt.to(device), pad_id, config.label_smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-            history.lr.append(optimizer.param_groups[0]["lr"])
-            optimizer.step()
-            schedule.step()
+            lr = warmup_linear_decay_lr(step, config.peak_lr, config.warmup_steps, config.steps)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            loss, cross_entropy = training_step(model, optimizer, src.to(device), tgt.to(device), pad_id,
+                                                config.label_smoothing, config.clip_norm)
             history.steps.append(step)
-            history.train_loss.append(loss.item())
+            history.train_loss.append(loss)
+            history.train_cross_entropy.append(cross_entropy)
+            history.lr.append(lr)
             if step % valid_every == 0 or step == config.steps:
                 history.valid_steps.append(step)
                 history.valid_loss.append(evaluate_loss(model, task))
@@ -204,104 +227,3 @@ def train(
     bar.close()
     model.eval()
     return history
-
-
-@torch.no_grad()
-def translate(
-    model: Transformer, task: TranslationTask, sources: list[list[str]], max_len: int | None = None
-) -> list[list[str]]:
-    """Greedy translations of source sentences (lists of words) into lists of target words, at most ``max_len``
-    tokens each (default: as many as the model has positions)."""
-    max_len = max_len or model.config.max_len - 1
-    device = next(model.parameters()).device
-    src = task.encode_pairs([(s, []) for s in sources])[0].to(device)  # (batch, S)
-    tokens = greedy_decode(
-        model, src, task.tgt_vocab.bos_id, task.tgt_vocab.eos_id, max_len,
-        src_mask=padding_mask(src, task.src_vocab.pad_id),
-    )
-    return [task.tgt_vocab.decode(row) for row in tokens.cpu()]
-
-
-def exact_match(model: Transformer, task: TranslationTask, split: str = "test", batch_size: int = 500) -> float:
-    """Fraction of a split's sentences whose greedy translation equals the reference word for word."""
-    model.eval()
-    pairs = getattr(task, split)
-    correct = 0
-    for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start : start + batch_size]
-        predictions = translate(model, task, [s for s, _ in chunk])
-        correct += sum(p == t for p, (_, t) in zip(predictions, chunk, strict=True))
-    return correct / len(pairs)
-
-
-def save_checkpoint(model: Transformer, path: str | Path) -> None:
-    """Save the weights (state dict) and the ``TransformerConfig`` needed to rebuild the model."""
-    torch.save({"config": asdict(model.config), "state_dict": model.state_dict()}, path)
-
-
-CHECKPOINTS_VARIABLE = "TRANSFORMER_LIB_CHECKPOINTS"
-
-
-def lesson_checkpoint(name: str) -> Path:
-    """Where lessons keep a trained model for later lessons: ``checkpoints/NAME.pt`` in the course folder.
-
-    Lessons run in ``notebooks/``, so that is ``../checkpoints`` (git-ignored). ``$TRANSFORMER_LIB_CHECKPOINTS``
-    names another folder: the test command gives each of its runs a fresh one, so no run reads a model that an
-    earlier run, another library version or other CPU kernels trained.
-    """
-    folder = Path(os.environ.get(CHECKPOINTS_VARIABLE, Path("..") / "checkpoints"))
-    return folder / f"{name}.pt"
-
-
-def load_checkpoint(path: str | Path, device: torch.device | str | None = None) -> Transformer:
-    """Rebuild a model saved by :func:`save_checkpoint` (in eval mode)."""
-    checkpoint = torch.load(path, map_location=device or "cpu", weights_only=True)
-    model = Transformer(TransformerConfig(**checkpoint["config"]))
-    model.load_state_dict(checkpoint["state_dict"])
-    return model.to(device or "cpu").eval()
-
-
-def translation_model_config(task: TranslationTask) -> TransformerConfig:
-    """The small model lesson 09 trains: d_model 64, 4 heads, 2 + 2 layers, d_ff 128."""
-    return TransformerConfig(
-        src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab),
-        d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0,
-        max_len=32, share_embeddings=False,
-    )
-
-
-@dataclass
-class TrainingRun:
-    """The result of :func:`train_translation_model`."""
-
-    model: Transformer
-    task: TranslationTask
-    history: History
-    seconds: float
-
-
-def train_translation_model(
-    config: TrainingConfig | None = None, device: torch.device | None = None, progress: bool = True
-) -> TrainingRun:
-    """Generate the lesson 09 task and train its model from scratch: a fixed number of seeded steps, so the same
-    config gives the same model on the same device.
-
-    On the CPU it trains with one thread: the matrices are too small to gain from splitting each operation across
-    cores, and spare cores then stay free for other work (a second notebook, the data pipeline).
-    """
-    config = config or TrainingConfig()
-    device = device or get_device()
-    task = make_translation_task(seed=config.seed)
-    set_seed(config.seed)
-    model = Transformer(translation_model_config(task)).to(device)
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        started = time.perf_counter()
-        history = train(model, task, config, progress=progress)
-        seconds = time.perf_counter() - started
-    finally:
-        torch.set_num_threads(threads)
-    return TrainingRun(model, task, history, seconds)
-

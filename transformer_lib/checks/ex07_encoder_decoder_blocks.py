@@ -1,4 +1,5 @@
-"""Checks for lesson 07's exercises: layer normalisation and an Add & Norm (residual) block."""
+"""Checks for lesson 07's exercises: layer normalisation, Add & Norm, the cross-attention sub-layer, a decoder layer
+built from its parts, and which inputs can change which outputs of a decoder layer."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..layers import LayerNorm
+from ..layers import DecoderLayer, LayerNorm, position_wise_feed_forward, residual_connection
+from ..masks import causal_mask, padding_mask
 from ._feedback import CheckResult, Exercise
+
+D_MODEL, HEADS, D_FF = 8, 2, 16
+SWAPPED_HINT = ("queries come from the decoder (x), keys and values from the encoder output (memory): "
+                "attention(x, memory, memory, …); with T=4 target and S=6 source positions, any other choice "
+                "cannot be added to x")
 
 
 def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -23,6 +30,42 @@ def _reference_norm(weight: torch.Tensor, bias: torch.Tensor) -> LayerNorm:
     norm = LayerNorm(weight.shape[0]).double()
     norm.load_state_dict({"weight": weight, "bias": bias})
     return norm
+
+
+def _decoder_inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x (2, T=4, d_model), memory (2, S=6, d_model), the causal mask (4, 4), a source padding mask (2, 1, 1, 6)."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 4, D_MODEL, generator=generator, dtype=torch.float64)
+    memory = torch.randn(2, 6, D_MODEL, generator=generator, dtype=torch.float64)
+    source = torch.tensor([[4, 5, 6, 7, 8, 9], [4, 5, 6, 7, 0, 0]])  # the second sentence ends in two <pad>
+    return x, memory, causal_mask(4), padding_mask(source, pad_id=0)
+
+
+def _decoder_layer(norm_first: bool = False) -> DecoderLayer:
+    """A float64 decoder layer in eval mode, its LayerNorms given distinct scales and shifts."""
+    torch.manual_seed(3)
+    layer = DecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).double().eval()
+    with torch.no_grad():
+        for norm in (layer.norm1, layer.norm2, layer.norm3):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0.0, 0.3)
+    return layer
+
+
+def _call_or_explain_shapes(ex: Exercise, student_fn: Callable[..., torch.Tensor], *args: object
+                            ) -> torch.Tensor | None:
+    """Call the student's function; a shape error (the classic swap of decoder and encoder inputs) gets its hint."""
+    if not callable(student_fn):
+        return ex.call(student_fn)  # reports "expected a function" and stops the checks
+    try:
+        return student_fn(*args)
+    except NotImplementedError:
+        raise
+    except (RuntimeError, ValueError) as error:
+        name = getattr(student_fn, "__name__", "your function")
+        ex.require(f"{name} runs on T=4 target and S=6 source positions", False,
+                   problem=f"it raised {type(error).__name__}: {error}", hint=SWAPPED_HINT)
+        return None
 
 
 def layer_norm(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
@@ -55,13 +98,140 @@ def add_and_norm(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
         torch.manual_seed(0)
         sublayer = nn.Linear(4, 4).double()
         with torch.no_grad():
-            expected = norm(x + sublayer(x))
+            expected = residual_connection(x, sublayer, norm, nn.Identity(), norm_first=False)
             mistakes = {
                 "you forgot the residual: add x to sublayer(x) before normalising": norm(sublayer(x)),
-                "that is pre-LN, x + sublayer(norm(x)): the paper normalises after adding": x + sublayer(norm(x)),
+                "that is pre-LN, x + sublayer(norm(x)): the paper normalises after adding":
+                    residual_connection(x, sublayer, norm, nn.Identity(), norm_first=True),
                 "normalise the sum: norm(x + sublayer(x)), not x + norm(sublayer(x))": x + norm(sublayer(x)),
             }
         got = ex.call(student_fn, x, sublayer, norm)
         ex.compare("norm(x + sublayer(x)) for a linear sublayer", got, expected,
                    hint="add the sublayer's output to its input, then apply norm", mistakes=mistakes)
+    return ex.result
+
+
+def cross_attention_sublayer(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
+    """Check ``cross_attention_sublayer(x, memory, attention, norm, memory_mask)``: post-LN Add & Norm around
+    cross-attention whose queries come from ``x`` and whose keys and values come from ``memory``."""
+    ex = Exercise("cross_attention_sublayer")
+    with ex.run():
+        x, memory, _, memory_mask = _decoder_inputs()
+        layer = _decoder_layer()
+        attention, norm = layer.multihead_attn, layer.norm2
+        with torch.no_grad():
+            def attend(h: torch.Tensor, mask: torch.Tensor | None = memory_mask) -> torch.Tensor:
+                return attention(h, memory, memory, mask=mask)[0]  # (batch, T, d_model)
+
+            expected = residual_connection(x, attend, norm, nn.Identity())
+            mistakes = {
+                "padded source positions are still visible: pass mask=memory_mask to the attention":
+                    residual_connection(x, lambda h: attend(h, None), norm, nn.Identity()),
+                "you forgot the residual: add x to the attention output before normalising": norm(attend(x)),
+                "that is pre-LN, x + attention(norm(x), …): the paper normalises after adding":
+                    residual_connection(x, attend, norm, nn.Identity(), norm_first=True),
+                "normalise the sum: norm(x + attention(…)), not x + norm(attention(…))": x + norm(attend(x)),
+            }
+            got = _call_or_explain_shapes(ex, student_fn, x, memory, attention, norm, memory_mask)
+        if got is not None:
+            ex.compare("cross-attention sub-layer, T=4 target and S=6 source positions (two padded)", got,
+                       expected, hint="norm(x + attention(x, memory, memory, mask=memory_mask)[0])",
+                       mistakes=mistakes)
+    return ex.result
+
+
+def decoder_layer(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
+    """Check ``decoder_layer(layer, x, memory, tgt_mask, memory_mask)`` against ``DecoderLayer.forward`` (post-LN)."""
+    ex = Exercise("decoder_layer")
+    with ex.run():
+        x, memory, tgt_mask, memory_mask = _decoder_inputs()
+        layer = _decoder_layer()
+        pre_ln = _decoder_layer(norm_first=True)
+        pre_ln.load_state_dict(layer.state_dict())
+        with torch.no_grad():
+            expected = layer(x, memory, tgt_mask, memory_mask)
+            mistakes = {
+                "the decoder's self-attention must be causal: pass mask=tgt_mask, so position i sees only 0 … i":
+                    layer(x, memory, None, memory_mask),
+                "padded source positions are still visible: pass mask=memory_mask to the cross-attention":
+                    layer(x, memory, tgt_mask, None),
+                "that is pre-LN, x + sublayer(norm(x)): this layer is post-LN, norm(x + sublayer(x))":
+                    pre_ln(x, memory, tgt_mask, memory_mask),
+                "normalise the sum: norm(x + sublayer(x)), not x + norm(sublayer(x))":
+                    _residual_after_norm(layer, x, memory, tgt_mask, memory_mask),
+            }
+            got = _call_or_explain_shapes(ex, student_fn, layer, x, memory, tgt_mask, memory_mask)
+        if got is not None:
+            ex.compare("a decoder layer, batch 2, T=4 target and S=6 source positions (two padded)", got, expected,
+                       hint="three sub-layers in order: masked self-attention with norm1, cross-attention with "
+                            "norm2, the feed-forward network (linear1, ReLU, linear2) with norm3",
+                       mistakes=mistakes)
+    return ex.result
+
+
+def _residual_after_norm(layer: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
+                         memory_mask: torch.Tensor) -> torch.Tensor:
+    """The mistake x + norm(sublayer(x)) at each of the three sub-layers."""
+    x = x + layer.norm1(layer.self_attn(x, x, x, mask=tgt_mask)[0])
+    x = x + layer.norm2(layer.multihead_attn(x, memory, memory, mask=memory_mask)[0])
+    return x + layer.norm3(position_wise_feed_forward(x, layer.linear1, layer.linear2, layer.dropout))
+
+
+def measured_influence() -> tuple[torch.Tensor, torch.Tensor]:
+    """Which outputs of a post-LN decoder layer change when one input position changes (causal mask; source of 6
+    positions whose last 2 are padding): (target (5, 5), source (5, 6)), [i, j] True when output i changes."""
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 5, D_MODEL, generator=generator, dtype=torch.float64)  # one sentence, T=5
+    memory = torch.randn(1, 6, D_MODEL, generator=generator, dtype=torch.float64)  # S=6
+    memory_mask = padding_mask(torch.tensor([[4, 5, 6, 7, 0, 0]]), pad_id=0)  # (1, 1, 1, 6)
+    layer = _decoder_layer()
+
+    def output(x: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return layer(x, memory, causal_mask(5), memory_mask)[0]  # (5, d_model)
+
+    base = output(x, memory)
+
+    def changed_rows(other: torch.Tensor) -> torch.Tensor:
+        return (other - base).abs().amax(dim=-1) > 1e-9  # (5,)
+
+    target = torch.stack([changed_rows(output(_perturb(x, j), memory)) for j in range(5)], dim=1)  # (5, 5)
+    source = torch.stack([changed_rows(output(x, _perturb(memory, s))) for s in range(6)], dim=1)  # (5, 6)
+    return target, source
+
+
+def _perturb(h: torch.Tensor, position: int) -> torch.Tensor:
+    h = h.clone()
+    h[:, position] += 1.0
+    return h
+
+
+def predict_influence(student_fn: Callable[[], tuple[torch.Tensor, torch.Tensor]]) -> CheckResult:
+    """Check the learner's prediction of which decoder outputs each target and source position can change."""
+    ex = Exercise("predict_influence")
+    with ex.run():
+        prediction = ex.call(student_fn)
+        if not ex.require("you returned two tensors (target, source)",
+                          isinstance(prediction, tuple | list) and len(prediction) == 2,
+                          problem=f"got {type(prediction).__name__}", hint="return target, source"):
+            return ex.result
+        target, source = prediction
+        expected_target, expected_source = measured_influence()
+        ones = torch.ones(5, 5, dtype=torch.bool)
+        ex.compare("target positions: output i can change when input j changes (5 × 5)", target, expected_target,
+                   hint="rows are outputs i, columns inputs j; the causal mask lets i see j ≤ i",
+                   mistakes={"that is the future (above the diagonal): with outputs as rows, output i depends on "
+                             "inputs j ≤ i, the lower triangle": ones.triu(),
+                             "the decoder's self-attention is causal: output i cannot see later inputs": ones,
+                             "output i also depends on itself (the diagonal): its own input reaches it through "
+                             "the residual and through attention": ones.tril(-1),
+                             "attention mixes positions: output i depends on every earlier input too, not only "
+                             "on its own": torch.eye(5, dtype=torch.bool)})
+        all_source = torch.ones(5, 6, dtype=torch.bool)
+        ex.compare("source positions: output i can change when memory position s changes (5 × 6)", source,
+                   expected_source, hint="cross-attention has no causal mask, but the padding mask hides <pad>",
+                   mistakes={"padded source positions are masked in cross-attention: they change nothing":
+                             all_source,
+                             "cross-attention has no causal mask: every target position sees every real source "
+                             "token": torch.ones(5, 6, dtype=torch.bool).tril() & expected_source})
     return ex.result
