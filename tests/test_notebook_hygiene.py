@@ -72,3 +72,15 @@ def test_relative_links_open_a_file(path):
             if re.match(r"[a-z]+:", target):
                 continue
             assert (path.parent / target).exists(), f"cell {index} links to {target}, which does not exist"
+
+
+SOURCE_DOCUMENT_NAME = re.compile(r"\bseeds?\s+(documents?|notes|slides|0\d\d)\b|\bthe seed adds\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", EXECUTED + EXERCISES, ids=short)
+def test_learners_never_see_the_source_documents_names(path):
+    """Learners never see the course's source documents by name: text says "the lecture notes" instead."""
+    nb = read_notebook(path)
+    for index, cell in enumerate(nb.cells):
+        named = SOURCE_DOCUMENT_NAME.search(cell.source)
+        assert not named, f"cell {index} says {named.group(0)!r}: call them 'the lecture notes'"
