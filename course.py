@@ -22,7 +22,7 @@ VENV_DIR = ROOT / ".venv"
 TEST_REQUIREMENTS = "requirements-test.txt"  # test tools, beyond the learner's environment
 COMMANDS_NEEDING_TEST_TOOLS = ("test", "screenshots")
 FIRST_LESSON = Path("notebooks") / "00_start_here.ipynb"
-MIN_PYTHON = (3, 10)
+MIN_PYTHON = (3, 11)
 
 
 def say(message: str) -> None:

@@ -23,6 +23,8 @@ USED = {
     "nbclient": ("course_tools/*.py", r"^from nbclient import"),
     "jupyter_client": ("course_tools/grade.py", r"^from jupyter_client"),
     "tqdm": ("transformer_lib/training.py", r"from tqdm"),
+    "transformers": ("notebooks/*.ipynb", r"import transformers"),
+    "tokenizers": ("notebooks/*.ipynb", r"from tokenizers import"),
     "pytest": ("tests/*.py", r"^import pytest$"),
     "pytest-xdist": ("course_tools/testrun.py", r'"--dist"'),
     "nbval": ("course_tools/testrun.py", r'"--nbval"'),
