@@ -40,3 +40,10 @@ def test_attention_speed_reports_readable_and_dispatch_ratios_and_the_goal():
         assert float(values[key]) > 0
     assert values["goal_met"] == str(float(values["dispatch_vs_torch"]) <= 1.5).lower()
     assert int(values["readable_at_T"]) == 16  # --quick times one size, T = 16
+
+
+def test_train_gpt_reports_held_out_loss_and_speed():
+    values = last_line_values("train_gpt.py")
+    assert 0 < float(values["val_loss"]) < 5.0  # 20 steps: near ln(103) = 4.63, not the goal
+    assert float(values["seconds"]) > 0 and float(values["steps_per_s"]) > 0
+    assert int(values["steps"]) == 20 and values["goal_met"] == "false"

@@ -1,5 +1,7 @@
 """The lesson 11 checks accept the solutions, spot stubs, and name typical mistakes."""
 
+import math
+
 import torch
 
 from check_helpers import assert_rejected_with, stub
@@ -25,9 +27,11 @@ def mask(tokens, pad_id, causal=True, padding=True):
 
 
 def test_stubs_are_not_attempted(capsys):
-    for check_fn in (check.online_softmax_step, check.decoder_only_mask):
+    checks = (check.online_softmax_step, check.decoder_only_mask, check.baseline_predictions,
+              check.cached_next_logits, check.stopping_step)
+    for check_fn in checks:
         assert not check_fn(stub).attempted
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 2
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
 
 
 def test_online_softmax_step_accepts_the_solution():
@@ -51,3 +55,61 @@ def test_decoder_only_mask_names_forgotten_padding_and_forgotten_causality():
     assert_rejected_with(check.decoder_only_mask(lambda t, p: mask(t, p, padding=False)), "hide the padding keys")
     assert_rejected_with(check.decoder_only_mask(lambda t, p: mask(t, p, causal=False)), "must not see the future")
     assert_rejected_with(check.decoder_only_mask(lambda t, p: ~mask(t, p)), "inverted")
+
+
+def predictions(log=math.log, smoothing=1, bigram_divisor=3):
+    """Training "ababababac" (a 5, b 4, c 1; pairs ab 4, ba 4, ac 1), held-out "abac"."""
+    s = smoothing
+    unigram = [(5 + s) / (10 + 3 * s), (4 + s) / (10 + 3 * s), (5 + s) / (10 + 3 * s), (1 + s) / (10 + 3 * s)]
+    a_row, b_row = 5 + 3 * s, 4 + 3 * s  # pairs starting with a (ab 4, ac 1), with b (ba 4)
+    bigram = [(4 + s) / a_row, (4 + s) / b_row, (1 + s) / a_row]
+    return {
+        "uniform": -log(1 / 3),
+        "unigram": -sum(log(p) for p in unigram) / 4,
+        "bigram": -sum(log(p) for p in bigram) / bigram_divisor,
+    }
+
+
+def test_baseline_predictions_accepts_the_hand_computation():
+    assert check.baseline_predictions(predictions).ok
+
+
+def test_baseline_predictions_names_bits_missing_smoothing_and_the_pair_count():
+    assert_rejected_with(check.baseline_predictions(lambda: predictions(log=math.log2)), "not log2 (bits)")
+    assert_rejected_with(check.baseline_predictions(lambda: predictions(smoothing=0)), "add one to every count")
+    assert_rejected_with(check.baseline_predictions(lambda: predictions(bigram_divisor=4)), "divide by 3, not 4")
+    assert_rejected_with(check.baseline_predictions(lambda: [1.1, 1.0, 0.9]), "returns a dict")
+
+
+def cached(model, cache, tokens, feed="new", keep_dim=False, use_cache=True):
+    new = {"new": tokens[:, len(cache):], "all": tokens, "last": tokens[:, -1:]}[feed]
+    logits = model(new, cache=cache) if use_cache else model(tokens)
+    return logits[:, -1:] if keep_dim else logits[:, -1]
+
+
+def test_cached_next_logits_accepts_the_solution():
+    assert check.cached_next_logits(cached).ok
+
+
+def test_cached_next_logits_names_each_classic_bug():
+    assert_rejected_with(check.cached_next_logits(lambda m, c, t: cached(m, c, t, feed="all")),
+                         "feed only the tokens it has not seen")
+    assert_rejected_with(check.cached_next_logits(lambda m, c, t: cached(m, c, t, feed="last")),
+                         "on the first call the cache is empty")
+    assert_rejected_with(check.cached_next_logits(lambda m, c, t: cached(m, c, t, keep_dim=True)),
+                         "shaped (batch, V): [:, -1], not [:, -1:]")
+    assert_rejected_with(check.cached_next_logits(lambda m, c, t: cached(m, c, t, use_cache=False)),
+                         "call the model with cache=cache")
+
+
+def best(steps, train_loss, valid_loss):
+    return steps[valid_loss.index(min(valid_loss))]
+
+
+def test_stopping_step_accepts_the_solution():
+    assert check.stopping_step(best).ok
+
+
+def test_stopping_step_names_the_training_loss_and_the_index():
+    assert_rejected_with(check.stopping_step(lambda s, t, v: best(s, v, t)), "read the held-out loss")
+    assert_rejected_with(check.stopping_step(lambda s, t, v: v.index(min(v))), "not the index i")

@@ -1,4 +1,5 @@
-"""Decoding: beam search, sampling filters, seeded sampling and the KV cache."""
+"""Decoding: one generation loop for both models, beam search, sampling filters, seeded sampling and the KV
+cache (for the encoder-decoder and the GPT)."""
 
 import math
 
@@ -10,6 +11,7 @@ from transformer_lib.decoding import (
     beam_search,
     beam_search_step,
     cache_nbytes,
+    generate,
     generate_tokens,
     generate_translation,
     greedy_decode,
@@ -22,6 +24,7 @@ from transformer_lib.decoding import (
     top_k_filter,
     top_p_filter,
 )
+from transformer_lib.gpt import GPT, GPTConfig
 from transformer_lib.model import Transformer, TransformerConfig
 
 BOS, EOS = 1, 2
@@ -246,3 +249,41 @@ def test_cache_nbytes_counts_self_and_cross_attention_keys_and_values(model, src
         model.decode(torch.full((3, 1), BOS), memory, cache=cache)
     layers, d_model = len(model.decoder_layers), model.config.d_model
     assert cache_nbytes(cache) == 2 * layers * (4 + src.shape[1]) * d_model * src.shape[0] * 4
+
+
+@pytest.fixture(scope="module")
+def gpt() -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=12, block_size=10, d_model=16, num_heads=2, num_layers=2, d_ff=32)).double().eval()
+
+
+@pytest.mark.parametrize("prompt_length, new_tokens", [(3, 5), (4, 14), (13, 4)])  # fits; outgrows; starts too long
+def test_a_gpt_generates_the_same_tokens_with_and_without_its_cache(gpt, prompt_length, new_tokens):
+    prompt = torch.randint(12, (2, prompt_length), generator=torch.Generator().manual_seed(5))  # (batch, T0)
+    def seeded_sampler():  # a fresh, equally seeded sampler for each run
+        return sampling_picker(1.0, top_k=6, top_p=0.9, generator=torch.Generator().manual_seed(7))
+
+    for make_picker in (lambda: greedy_pick, seeded_sampler):
+        cached = generate(gpt, prompt, new_tokens, make_picker(), use_cache=True)
+        recomputed = generate(gpt, prompt, new_tokens, make_picker(), use_cache=False)
+        assert cached.shape == (2, prompt_length + new_tokens) and torch.equal(cached[:, :prompt_length], prompt)
+        assert torch.equal(cached, recomputed)
+
+
+def test_without_the_cache_a_gpt_step_is_a_forward_pass_over_the_last_block(gpt):
+    prompt = torch.randint(12, (1, 12), generator=torch.Generator().manual_seed(6))  # longer than block_size 10
+    tokens = generate(gpt, prompt, 1, use_cache=False)
+    assert tokens[0, -1] == gpt(prompt[:, -10:])[0, -1].argmax()
+
+
+def test_one_generate_runs_both_kinds_of_model(model, src, gpt):
+    start = torch.full((src.shape[0], 1), BOS)
+    assert torch.equal(generate(model, start, 10, eos_id=EOS, src=src), greedy_decode(model, src, BOS, EOS, 10))
+    with pytest.raises(ValueError, match="a GPT has no encoder, so it takes no src"):
+        generate(gpt, start, 3, src=src)
+    with pytest.raises(ValueError, match="an encoder-decoder needs the source sentence: pass src"):
+        generate(model, start, 3)
+    with pytest.raises(ValueError, match=r"prompt must be shaped \(batch, T\), got shape \(3,\)"):
+        generate(gpt, torch.tensor([1, 2, 3]), 5)
+    with pytest.raises(ValueError, match="max_new_tokens=-1 must be >= 0"):
+        generate(gpt, torch.tensor([[1, 2, 3]]), -1)

@@ -1,73 +1,103 @@
-"""The character-level GPT: causal (no peeking), trainable, and generating from a prompt."""
+"""The GPT: its block equals the encoder layer and PyTorch's layer given a causal mask, its fused causal attention
+equals the readable path, its KV cache equals recomputation, and GPT-2's options are configuration."""
 
 import pytest
 import torch
+from torch import nn
 
-from transformer_lib.gpt import GPT, CharTokenizer, GPTConfig, generate, random_windows, train_gpt, zen_of_python
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> CharTokenizer:
-    return CharTokenizer(zen_of_python())
+from transformer_lib import causal_mask, copy_encoder_layer_weights
+from transformer_lib.gpt import GPT, Block, CausalSelfAttention, GPTConfig
+from transformer_lib.layers import EncoderLayer
 
 
-def _small_gpt(vocab_size: int) -> GPT:
+def _small_gpt(vocab_size: int = 10, **overrides) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size, block_size=16, d_model=32, num_heads=2, num_layers=2, d_ff=64)).eval()
+    sizes = dict(block_size=16, d_model=32, num_heads=2, num_layers=2, d_ff=64)
+    return GPT(GPTConfig(vocab_size, **{**sizes, **overrides})).eval()
 
 
-def test_zen_of_python_is_the_text_of_import_this(capsys):
-    text = zen_of_python()
-    assert text.startswith("The Zen of Python, by Tim Peters")
-    assert "Beautiful is better than ugly." in text
-    assert capsys.readouterr().out == ""  # importing `this` printed nothing into the caller's output
+def _x(batch: int = 2, length: int = 7, d_model: int = 8) -> torch.Tensor:
+    return torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
 
 
-def test_tokenizer_round_trip_and_unknown_characters(tokenizer):
-    text = "Simple is better than complex."
-    assert tokenizer.decode(tokenizer.encode(text)) == text
-    with pytest.raises(ValueError, match="not in the vocabulary"):
-        tokenizer.encode("€")
+def test_a_block_is_the_encoder_layer_given_a_causal_mask():
+    torch.manual_seed(0)
+    block = Block(GPTConfig(10, d_model=8, num_heads=2, d_ff=16)).double().eval()
+    layer = EncoderLayer(8, 2, 16, dropout=0.0, norm_first=True).double().eval()
+    layer.load_state_dict(block.state_dict())  # same parameter names
+    x = _x()
+    torch.testing.assert_close(block(x), layer(x, causal_mask(7)))
 
 
-def test_logits_shape_and_causality(tokenizer):
-    model = _small_gpt(len(tokenizer))
-    tokens = tokenizer.encode("Flat is better than")[None, :16]  # (1, 16)
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_a_block_equals_pytorchs_pre_ln_encoder_layer_with_a_causal_mask(activation):
+    torch.manual_seed(0)
+    torch_layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation=activation, norm_first=True,
+                                             batch_first=True).double().eval()
+    ours = EncoderLayer(8, 2, 16, dropout=0.0, norm_first=True).double()
+    copy_encoder_layer_weights(torch_layer, ours)
+    block = Block(GPTConfig(10, d_model=8, num_heads=2, d_ff=16, activation=activation)).double().eval()
+    block.load_state_dict(ours.state_dict())
+    x = _x()
+    expected = torch_layer(x, src_mask=~causal_mask(7))  # PyTorch's boolean masks: True = blocked
+    torch.testing.assert_close(block(x), expected)
+
+
+def test_fused_causal_attention_equals_the_readable_path_with_and_without_a_cache():
+    torch.manual_seed(0)
+    attention = CausalSelfAttention(8, 2).double().eval()
+    x = _x()
+    fused, none = attention(x)  # is_causal=True
+    readable, weights = attention(x, need_weights=True)  # causal_mask + readable softmax
+    assert none is None and weights.shape == (2, 2, 7, 7)
+    torch.testing.assert_close(fused, readable)
+    assert torch.all(weights.triu(diagonal=1) == 0)
+    cache = GPT(GPTConfig(10, d_model=8, num_heads=2, num_layers=1)).new_cache().layers[0]
+    first, _ = attention(x[:, :4], cache=cache)
+    rest, rest_weights = attention(x[:, 4:], cache=cache, need_weights=True)  # 3 new rows after 4 cached
+    assert rest_weights.shape == (2, 2, 3, 7) and len(cache) == 7
+    torch.testing.assert_close(torch.cat((first, rest), dim=1), fused)
+
+
+def test_the_kv_cache_gives_the_logits_of_one_full_pass():
+    model = _small_gpt().double()
+    tokens = torch.randint(10, (2, 16), generator=torch.Generator().manual_seed(1))  # (batch, block_size)
+    full = model(tokens)  # (2, 16, 10)
+    cache = model.new_cache()
+    pieces = [model(tokens[:, :5], cache=cache)]  # a prompt of 5, then 3 at once, then one at a time
+    pieces.append(model(tokens[:, 5:8], cache=cache))
+    pieces += [model(tokens[:, t : t + 1], cache=cache) for t in range(8, 16)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full)
+    assert len(cache) == 16
+    with pytest.raises(ValueError, match=r"a context of 17 tokens \(16 cached\) exceeds block_size=16"):
+        model(tokens[:, :1], cache=cache)
+
+
+def test_logits_shape_and_causality():
+    model = _small_gpt()
+    tokens = torch.arange(16)[None] % 10  # (1, 16)
     changed = tokens.clone()
-    changed[0, 10:] = tokenizer.encode("x")
+    changed[0, 10:] = 0
     logits, changed_logits = model(tokens), model(changed)
-    assert logits.shape == (1, 16, len(tokenizer))
+    assert logits.shape == (1, 16, 10)
     torch.testing.assert_close(logits[:, :10], changed_logits[:, :10])  # the future cannot change the past
     assert not torch.allclose(logits[:, 10:], changed_logits[:, 10:])
 
 
-def test_context_longer_than_block_size_is_rejected(tokenizer):
-    model = _small_gpt(len(tokenizer))
-    with pytest.raises(ValueError, match="block_size=16"):
-        model(torch.zeros(1, 17, dtype=torch.long))
+def test_gpt2_options_are_configuration():
+    gpt2_like = _small_gpt(activation="gelu_tanh", bias=True, tie_output=True)
+    assert gpt2_like.head.weight is gpt2_like.token_embedding.weight
+    assert gpt2_like.blocks[0].activation(torch.tensor([1.0])).item() == pytest.approx(0.841192, abs=1e-6)
+    no_bias = _small_gpt(bias=False)
+    linear_names = [name for name, module in no_bias.named_modules() if isinstance(module, nn.Linear)]
+    assert linear_names and all(no_bias.get_submodule(n).bias is None for n in linear_names)
+    assert sum(p.numel() for p in gpt2_like.parameters()) < sum(p.numel() for p in _small_gpt().parameters())
 
 
-def test_windows_are_shifted_by_one(tokenizer):
-    data = torch.arange(100)
-    inputs, targets = random_windows(data, block_size=8, batch_size=4, generator=torch.Generator().manual_seed(0))
-    assert inputs.shape == targets.shape == (4, 8)
-    assert torch.equal(targets, inputs + 1)
-
-
-def test_training_lowers_the_loss_and_is_repeatable(tokenizer):
-    data = tokenizer.encode(zen_of_python())
-    losses = [train_gpt(_small_gpt(len(tokenizer)), data, steps=60, batch_size=16, seed=0) for _ in range(2)]
-    assert losses[0] == losses[1]
-    assert losses[0][-1] < 0.75 * losses[0][0]
-
-
-def test_generate_extends_the_prompt(tokenizer):
-    model = _small_gpt(len(tokenizer))
-    prompt = tokenizer.encode("Beautiful is better than ugly.")[None]  # longer than block_size: cropped inside
-    greedy = generate(model, prompt, 5, greedy=True)
-    assert greedy.shape == (1, prompt.shape[1] + 5) and torch.equal(greedy[:, : prompt.shape[1]], prompt)
-    sampled = [generate(model, prompt, 5, top_k=3, generator=torch.Generator().manual_seed(0)) for _ in range(2)]
-    assert torch.equal(sampled[0], sampled[1])
+def test_a_context_longer_than_the_block_names_the_fix():
+    message = r"a context of 17 tokens \(0 cached\) exceeds block_size=16: pass the last 16"
+    with pytest.raises(ValueError, match=message):
+        _small_gpt()(torch.zeros(1, 17, dtype=torch.long))
 
 
 @pytest.mark.parametrize(
@@ -78,6 +108,7 @@ def test_generate_extends_the_prompt(tokenizer):
         (dict(dropout=1.0), r"dropout=1.0 is outside \[0, 1\)"),
         (dict(vocab_size=0), r"vocab_size=0 must be at least 1: pass len\(tokenizer\)"),
         (dict(block_size=0), "block_size=0 must be at least 1"),
+        (dict(activation="swish"), r"activation='swish' is unknown: choose one of \['gelu', 'gelu_tanh', 'relu'\]"),
     ],
 )
 def test_impossible_configs_are_clear_errors(overrides, message):
@@ -97,25 +128,4 @@ def test_impossible_configs_are_clear_errors(overrides, message):
 )
 def test_bad_token_ids_are_clear_errors(tokens, error, message):
     with pytest.raises(error, match=message):
-        _small_gpt(10)(tokens)
-
-
-def test_a_context_longer_than_the_block_names_the_fix():
-    with pytest.raises(ValueError, match=r"a context of 17 tokens exceeds block_size=16: pass the last 16 tokens"):
-        _small_gpt(10)(torch.zeros(1, 17, dtype=torch.long))
-    long_prompt = torch.zeros(1, 40, dtype=torch.long)  # generate() crops the prompt to the block itself
-    assert generate(_small_gpt(10), long_prompt, 2, greedy=True).shape == (1, 42)
-
-
-def test_generate_checks_its_prompt_and_token_count():
-    model = _small_gpt(10)
-    with pytest.raises(ValueError, match=r"prompt must be shaped \(batch, T\), got shape \(3,\): .* "
-                                         r"prompt.unsqueeze\(0\)"):
-        generate(model, torch.tensor([1, 2, 3]), 5)
-    with pytest.raises(ValueError, match="max_new_tokens=-1 must be >= 0"):
-        generate(model, torch.tensor([[1, 2, 3]]), -1)
-
-
-def test_train_gpt_needs_more_data_than_one_block():
-    with pytest.raises(ValueError, match=r"N > block_size=16 .* got shape \(16,\): pass a longer text"):
-        train_gpt(_small_gpt(10), torch.zeros(16, dtype=torch.long), steps=1)
+        _small_gpt()(tokens)

@@ -8,10 +8,12 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 
 Modules, in the order the lessons introduce them: device (00), similarity (01), attention (02-03), positions (04),
 masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
-checkpoints and recipes (09), decoding (10), gpt, chunked_attention and scaling (11).
+checkpoints and recipes (09), decoding (10), gpt, text_data, lm_training, lm_evaluation, chunked_attention and
+scaling (11), bpe and llama (12).
 """
 
 from .attention import entropy_bits, scaled_dot_product_attention, softmax
+from .bpe import SPLIT_PATTERN, BPETokenizer, bytes_to_unicode, merge_pair, pair_counts, pretokenize, train_bpe
 from .checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
 from .chunked_attention import chunked_attention, online_softmax_update
 from .data import TranslationTask, Vocabulary, make_translation_task
@@ -19,6 +21,7 @@ from .decoding import (
     beam_search,
     beam_search_step,
     cache_nbytes,
+    generate,
     generate_tokens,
     generate_translation,
     greedy_decode,
@@ -32,8 +35,21 @@ from .decoding import (
 )
 from .device import get_device, set_seed
 from .evaluation import chrf, exact_match, translate
-from .gpt import GPT, CharTokenizer, GPTConfig, generate, train_gpt, zen_of_python
+from .gpt import GPT, Block, CausalSelfAttention, GPTCache, GPTConfig
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, residual_connection
+from .llama import (
+    GroupedQueryAttention,
+    Llama,
+    LlamaBlock,
+    LlamaConfig,
+    RMSNorm,
+    SwiGLU,
+    apply_rope_halves,
+    expand_kv_heads,
+    rms_norm,
+)
+from .lm_evaluation import baseline_losses, bigram_probabilities, evaluate_lm_loss, unigram_probabilities
+from .lm_training import LMHistory, train_gpt
 from .masks import MASK_KINDS, build_mask, causal_mask, padding_mask
 from .model import (
     DecoderCache,
@@ -55,6 +71,7 @@ from .positions import (
 from .recipes import train_translation_model, translation_model_config
 from .scaling import fit_power_law, score_memory_mib
 from .similarity import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
+from .text_data import CharTokenizer, python_docs, random_windows, train_valid_split, zen_of_python
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
     TrainingConfig,
@@ -135,6 +152,7 @@ __all__ = [
     "beam_search",
     "beam_search_step",
     "cache_nbytes",
+    "generate",
     "generate_tokens",
     "generate_translation",
     "greedy_decode",
@@ -146,14 +164,41 @@ __all__ = [
     "top_k_filter",
     "top_p_filter",
     # lesson 11: decoder-only models and the cost of attention
+    "Block",
+    "CausalSelfAttention",
     "CharTokenizer",
     "GPT",
+    "GPTCache",
     "GPTConfig",
+    "LMHistory",
+    "baseline_losses",
+    "bigram_probabilities",
     "chunked_attention",
+    "evaluate_lm_loss",
     "fit_power_law",
-    "generate",
     "online_softmax_update",
+    "python_docs",
+    "random_windows",
     "score_memory_mib",
     "train_gpt",
+    "train_valid_split",
+    "unigram_probabilities",
     "zen_of_python",
+    # lesson 12: byte-level BPE and a Llama-style model
+    "BPETokenizer",
+    "GroupedQueryAttention",
+    "Llama",
+    "LlamaBlock",
+    "LlamaConfig",
+    "RMSNorm",
+    "SPLIT_PATTERN",
+    "SwiGLU",
+    "apply_rope_halves",
+    "bytes_to_unicode",
+    "expand_kv_heads",
+    "merge_pair",
+    "pair_counts",
+    "pretokenize",
+    "rms_norm",
+    "train_bpe",
 ]

@@ -5,8 +5,9 @@ Shape legend: batch, S = source length, T = generated length, V = vocabulary siz
 Greedy decoding and sampling are the same loop: read the logits of the last position, **pick** the next token,
 append it, stop at the end token. Only the picker differs (as in minGPT's single ``generate(do_sample, top_k)``):
 :func:`greedy_pick` takes the argmax, :func:`sampling_picker` draws from the filtered distribution.
-:func:`generate_tokens` is that loop; :func:`generate_translation` runs it on an encoder-decoder, and
-``gpt.generate`` on a decoder-only model.
+:func:`generate_tokens` is that loop; :func:`generate` runs it on either model, a decoder-only ``GPT`` continuing a
+prompt or an encoder-decoder ``Transformer`` translating ``src``, with or without the KV cache;
+:func:`generate_translation`, :func:`greedy_decode` and :func:`sample` are its translation shortcuts.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from functools import partial
 
 import torch
 
+from .data import check_token_ids
+from .gpt import GPT
 from .model import DecoderCache, Transformer
 
 Picker = Callable[[torch.Tensor], torch.Tensor]  # logits (batch, V) -> next token ids (batch,)
@@ -52,7 +55,70 @@ def generate_tokens(
     return tokens
 
 
+def _translation_next_logits(
+    model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, use_cache: bool
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``next_logits`` for an encoder-decoder: encode ``src`` once, then decode the target prefix."""
+    memory = model.encode(src, src_mask)  # (batch, S, d_model): computed once
+    cache = model.new_cache() if use_cache else None
+
+    def next_logits(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t) -> (batch, V)
+        decoder_input = tokens[:, -1:] if use_cache else tokens  # (batch, 1) or (batch, t)
+        return model.decode(decoder_input, memory, memory_mask=src_mask, cache=cache)[:, -1]  # the last position
+
+    return next_logits
+
+
+def _gpt_next_logits(model: GPT, use_cache: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``next_logits`` for a decoder-only model. With the cache, each call feeds only the tokens the cache has not
+    seen; once the text outgrows ``block_size`` (learned positions end there), every step recomputes the last
+    ``block_size`` tokens, as generation without the cache always does."""
+    block_size = model.config.block_size
+    cache = model.new_cache() if use_cache else None
+
+    def next_logits(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t) -> (batch, V)
+        if cache is None or tokens.shape[1] > block_size:
+            return model(tokens[:, -block_size:])[:, -1]  # recompute the (cropped) context
+        return model(tokens[:, len(cache) :], cache=cache)[:, -1]  # (batch, t_new) in, the last position out
+
+    return next_logits
+
+
 @torch.no_grad()
+def generate(
+    model: GPT | Transformer,
+    tokens: torch.Tensor,
+    max_new_tokens: int,
+    pick: Picker = greedy_pick,
+    eos_id: int | None = None,
+    *,
+    src: torch.Tensor | None = None,
+    src_mask: torch.Tensor | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """Continue ``tokens`` (batch, T0) by up to ``max_new_tokens`` tokens chosen by ``pick`` -> (batch, T0 + T).
+
+    A ``GPT`` continues its prompt; a ``Transformer`` needs ``src`` (batch, S) (and ``src_mask`` for padding) and
+    continues the target prefix, e.g. a column of ``<bos>``. ``pick``: :func:`greedy_pick` or a
+    :func:`sampling_picker` (temperature, top-k, top-p). ``eos_id``: see :func:`generate_tokens`. With
+    ``use_cache`` each step runs only the new tokens and reuses the keys and values of earlier ones; the tokens are
+    the same as without it (``tests/test_decoding.py``).
+    """
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0: it counts the tokens to add")
+    model.eval()
+    if isinstance(model, GPT):
+        if src is not None:
+            raise ValueError("a GPT has no encoder, so it takes no src: pass the prompt as tokens")
+        check_token_ids(tokens, model.config.vocab_size, "prompt")  # also when max_new_tokens is 0
+        next_logits = _gpt_next_logits(model, use_cache)
+    else:
+        if src is None:
+            raise ValueError("an encoder-decoder needs the source sentence: pass src=(batch, S) token ids")
+        next_logits = _translation_next_logits(model, src, src_mask, use_cache)
+    return generate_tokens(next_logits, tokens, max_new_tokens, pick, eos_id)
+
+
 def generate_translation(
     model: Transformer,
     src: torch.Tensor,
@@ -63,23 +129,15 @@ def generate_translation(
     src_mask: torch.Tensor | None = None,
     use_cache: bool = True,
 ) -> torch.Tensor:
-    """Run :func:`generate_tokens` on an encoder-decoder, for a batch of sources at once.
+    """Run :func:`generate` on an encoder-decoder, for a batch of sources at once.
 
     ``src``: (batch, S) token ids; ``src_mask``: e.g. ``padding_mask(src, pad_id)``. Returns (batch, 1 + T) ids that
     start with ``bos_id``; generation stops when every sentence has produced ``eos_id`` or after ``max_len`` new
     tokens, and a finished sentence is padded with ``eos_id``. With ``use_cache`` each step feeds only the newest
     token and reuses the keys and values of earlier steps; without it, each step recomputes the whole prefix.
     """
-    model.eval()
-    memory = model.encode(src, src_mask)  # (batch, S, d_model): computed once
-    cache = model.new_cache() if use_cache else None
-
-    def next_logits(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t) -> (batch, V)
-        decoder_input = tokens[:, -1:] if use_cache else tokens  # (batch, 1) or (batch, t)
-        return model.decode(decoder_input, memory, memory_mask=src_mask, cache=cache)[:, -1]  # the last position
-
     start = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (batch, 1)
-    return generate_tokens(next_logits, start, max_len, pick, eos_id)
+    return generate(model, start, max_len, pick, eos_id, src=src, src_mask=src_mask, use_cache=use_cache)
 
 
 def greedy_decode(

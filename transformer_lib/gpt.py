@@ -1,63 +1,50 @@
-"""A decoder-only Transformer (GPT) for characters, built from the course's layers.
+"""A decoder-only Transformer (GPT), built from the course's layers.
 
-A GPT block is self-attention plus a feed-forward network: the encoder layer, given a causal mask. There is no
-encoder and no cross-attention; the model reads a prefix and predicts the next character at every position.
+A GPT block is the encoder layer's two sub-layers, self-attention and a feed-forward network, with a causal mask:
+there is no encoder and no cross-attention; the model reads a prefix and predicts the next token at every position.
+``Block`` keeps ``EncoderLayer``'s parameter names, so the weights of one load into the other (the tests prove both
+compute the same). Its attention asks PyTorch's fused kernel for causality (``is_causal=True``) instead of building a
+T × T mask, unless attention weights are requested, when the readable path of lesson 02 runs.
 
-Shape legend: batch, T = context length (at most ``block_size``), d_model = model width, V = vocabulary size.
+Generation with a KV cache: ``GPT.new_cache()`` gives an empty ``GPTCache``; ``model(tokens, cache=cache)`` then takes
+only the new tokens, places them after the cached positions and appends their keys and values (as the
+encoder-decoder's ``decode`` does). ``transformer_lib.decoding.generate`` runs the generation loop on it.
+
+GPT-2's architecture is a configuration of this class: learned positions and pre-LN blocks always; ``activation=
+"gelu_tanh"``, ``bias=True`` and ``tie_output=True`` give GPT-2's feed-forward, biases and tied output layer.
+
+Shape legend: batch, T = new positions, T_past = cached positions (T_past + T <= ``block_size``), d_model = model
+width, heads, d_head = d_model / heads, V = vocabulary size.
 """
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import importlib
-import io
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_dropout
+from .attention import check_dropout, scaled_dot_product_attention
 from .data import check_token_ids
-from .decoding import generate_tokens, greedy_pick, sampling_picker
-from .layers import EncoderLayer, LayerNorm
+from .layers import LayerNorm, residual_connection
 from .masks import causal_mask
-from .multi_head import check_heads
+from .multi_head import KVCache, check_heads, merge_heads, split_heads
 
-
-def zen_of_python() -> str:
-    """The text of ``import this``, which every Python installation ships (stored ROT13-encoded in ``this.s``)."""
-    with contextlib.redirect_stdout(io.StringIO()):  # importing ``this`` prints the poem
-        this = importlib.import_module("this")
-    return codecs.decode(this.s, "rot13")
-
-
-class CharTokenizer:
-    """One token per distinct character of a text, numbered in sorted order."""
-
-    def __init__(self, text: str):
-        self.chars = sorted(set(text))
-        self.ids = {char: index for index, char in enumerate(self.chars)}
-
-    def __len__(self) -> int:
-        return len(self.chars)
-
-    def encode(self, text: str) -> torch.Tensor:
-        """``text`` -> (len(text),) long tensor of ids; a character the tokenizer has not seen raises."""
-        unknown = sorted(set(text) - set(self.ids))
-        if unknown:
-            raise ValueError(f"characters not in the vocabulary: {unknown}")
-        return torch.tensor([self.ids[char] for char in text], dtype=torch.long)
-
-    def decode(self, ids: torch.Tensor) -> str:
-        """(T,) ids -> text."""
-        return "".join(self.chars[i] for i in ids.tolist())
+ACTIVATIONS = {
+    "relu": F.relu,  # the paper's and the course's encoder layer
+    "gelu": F.gelu,  # exact GELU, as nn.TransformerEncoderLayer(activation="gelu")
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's approximation
+}
 
 
 @dataclass
 class GPTConfig:
-    """Sizes of a small GPT; pre-LN blocks (``norm_first``) as in GPT-2. Impossible sizes raise a ValueError here."""
+    """Sizes of a small GPT (pre-LN blocks, learned positions). Impossible sizes raise a ValueError here.
+
+    ``activation``: the feed-forward non-linearity, a key of ``ACTIVATIONS``; ``bias``: biases in the attention and
+    feed-forward linear layers; ``tie_output``: the output layer reuses the token embedding matrix (as GPT-2).
+    """
 
     vocab_size: int
     block_size: int = 64
@@ -66,6 +53,9 @@ class GPTConfig:
     num_layers: int = 2
     d_ff: int = 256
     dropout: float = 0.0
+    activation: str = "relu"
+    bias: bool = True
+    tie_output: bool = False
 
     def __post_init__(self) -> None:
         for name, fix in (("vocab_size", "len(tokenizer)"), ("block_size", "the context length, e.g. 64")):
@@ -73,11 +63,97 @@ class GPTConfig:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1: pass {fix}")
         check_heads(self.d_model, self.num_heads)
         check_dropout(self.dropout)
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r} is unknown: choose one of {sorted(ACTIVATIONS)}")
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention in which position t sees positions 0..t only; with a ``KVCache``, the new positions
+    also see every cached one. Projection names as in ``MultiHeadAttention`` (``q_proj`` … ``out_proj``)."""
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        check_heads(d_model, num_heads)
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``x``: (batch, T, d_model) -> output (batch, T, d_model) and weights (batch, heads, T, T_past + T) or None.
+
+        Without weights, PyTorch's fused kernel runs: ``is_causal=True`` when nothing is cached, else the new rows of
+        the causal mask. With ``need_weights=True``, the readable ``scaled_dot_product_attention`` and an explicit
+        ``causal_mask``; both give the same output.
+        """
+        q = split_heads(self.q_proj(x), self.num_heads)  # (batch, heads, T, d_head)
+        k = split_heads(self.k_proj(x), self.num_heads)  # (batch, heads, T, d_head)
+        v = split_heads(self.v_proj(x), self.num_heads)  # (batch, heads, T, d_head)
+        past = 0 if cache is None else len(cache)
+        if cache is not None:
+            if past:
+                k = torch.cat((cache.key, k), dim=2)  # (batch, heads, T_past + T, d_head)
+                v = torch.cat((cache.value, v), dim=2)
+            cache.key, cache.value = k, v
+        dropout_p = self.dropout if self.training else 0.0
+        length = x.shape[1]
+        weights = None
+        if need_weights or past:
+            mask = causal_mask(past + length, device=x.device)[past:]  # (T, T_past + T): the new rows
+            attended, weights = scaled_dot_product_attention(  # (batch, heads, T, d_head)
+                q, k, v, mask=mask, dropout_p=dropout_p, need_weights=need_weights
+            )
+        else:
+            attended = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        return self.out_proj(merge_heads(attended)), weights  # (batch, T, d_model)
+
+
+class Block(nn.Module):
+    """One GPT block, pre-LN: ``x + attention(norm1(x))``, then ``x + feed_forward(norm2(x))``."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        c = config
+        self.self_attn = CausalSelfAttention(c.d_model, c.num_heads, c.dropout, c.bias)
+        self.linear1 = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
+        self.linear2 = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
+        self.activation = ACTIVATIONS[c.activation]
+        self.dropout = nn.Dropout(c.dropout)  # on the feed-forward hidden layer, as in EncoderLayer
+        self.norm1 = LayerNorm(c.d_model)
+        self.norm2 = LayerNorm(c.d_model)
+        self.dropout1 = nn.Dropout(c.dropout)  # on each sub-layer's output
+        self.dropout2 = nn.Dropout(c.dropout)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """(batch, T, d_model) -> (batch, T, d_model); ``cache``: this block's keys and values of earlier positions."""
+
+        def self_attention(h: torch.Tensor) -> torch.Tensor:
+            return self.self_attn(h, cache)[0]
+
+        def feed_forward(h: torch.Tensor) -> torch.Tensor:
+            return self.linear2(self.dropout(self.activation(self.linear1(h))))  # hidden (batch, T, d_ff)
+
+        x = residual_connection(x, self_attention, self.norm1, self.dropout1, norm_first=True)
+        return residual_connection(x, feed_forward, self.norm2, self.dropout2, norm_first=True)
+
+
+@dataclass
+class GPTCache:
+    """One self-attention :class:`KVCache` per block; ``len(cache)`` = number of positions already processed."""
+
+    layers: list[KVCache]
+
+    def __len__(self) -> int:
+        return len(self.layers[0])
 
 
 class GPT(nn.Module):
-    """Token and learned position embeddings, ``num_layers`` causal self-attention blocks, a final LayerNorm and a
-    linear head giving next-token logits at every position."""
+    """Token and learned position embeddings, ``num_layers`` causal blocks, a final LayerNorm and a linear head
+    giving next-token logits at every position."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -86,101 +162,33 @@ class GPT(nn.Module):
         self.token_embedding = nn.Embedding(c.vocab_size, c.d_model)
         self.position_embedding = nn.Embedding(c.block_size, c.d_model)
         self.dropout = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            EncoderLayer(c.d_model, c.num_heads, c.d_ff, c.dropout, norm_first=True) for _ in range(c.num_layers)
-        )
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.num_layers))
         self.final_norm = LayerNorm(c.d_model)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_output:
+            self.head.weight = self.token_embedding.weight  # (V, d_model), one shared tensor
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``tokens``: (batch, T) ids with T <= block_size -> logits (batch, T, V); position t sees tokens 0..t."""
+    def forward(self, tokens: torch.Tensor, cache: GPTCache | None = None) -> torch.Tensor:
+        """``tokens``: (batch, T) ids -> logits (batch, T, V); position t sees tokens 0..t.
+
+        With a ``cache`` (from :meth:`new_cache`), ``tokens`` are only the new ones: they take positions T_past …
+        T_past + T - 1 and the cache grows by T. T_past + T must not exceed ``block_size``.
+        """
         check_token_ids(tokens, self.config.vocab_size)
-        length = tokens.shape[1]
-        if length > self.config.block_size:
+        past = 0 if cache is None else len(cache)
+        length, block_size = tokens.shape[1], self.config.block_size
+        if past + length > block_size:
             raise ValueError(
-                f"a context of {length} tokens exceeds block_size={self.config.block_size}: "
-                f"pass the last {self.config.block_size} tokens, e.g. tokens[:, -block_size:]"
+                f"a context of {past + length} tokens ({past} cached) exceeds block_size={block_size}: "
+                f"pass the last {block_size} tokens, e.g. tokens[:, -block_size:], without a cache"
             )
-        positions = torch.arange(length, device=tokens.device)  # (T,)
+        positions = torch.arange(past, past + length, device=tokens.device)  # (T,)
         x = self.dropout(self.token_embedding(tokens) + self.position_embedding(positions))  # (batch, T, d_model)
-        mask = causal_mask(length, device=tokens.device)  # (T, T): the encoder layer becomes a decoder-only block
-        for block in self.blocks:
-            x = block(x, mask)
+        layer_caches = cache.layers if cache is not None else [None] * len(self.blocks)
+        for block, layer_cache in zip(self.blocks, layer_caches, strict=True):
+            x = block(x, layer_cache)
         return self.head(self.final_norm(x))  # (batch, T, V)
 
-
-def random_windows(
-    data: torch.Tensor, block_size: int, batch_size: int, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cut ``batch_size`` random windows from ``data`` (N,): inputs (batch, block_size) and the same windows shifted
-    by one character as targets (batch, block_size)."""
-    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (batch,)
-    offsets = torch.arange(block_size)  # (block_size,)
-    inputs = data[starts[:, None] + offsets]  # (batch, block_size)
-    targets = data[starts[:, None] + offsets + 1]  # (batch, block_size)
-    return inputs, targets
-
-
-def train_gpt(
-    model: GPT,
-    data: torch.Tensor,
-    steps: int,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    seed: int = 0,
-) -> list[float]:
-    """Train on next-character prediction for a fixed number of ``steps`` (AdamW); returns the loss of each step.
-
-    ``data``: (N,) token ids on the CPU, N > block_size. Batches are drawn from a generator seeded with ``seed``,
-    so a run is repeatable.
-    """
-    if data.dim() != 1 or len(data) <= model.config.block_size:
-        raise ValueError(
-            f"train_gpt needs data shaped (N,) with N > block_size={model.config.block_size} (one window plus its "
-            f"next character), got shape {tuple(data.shape)}: pass a longer text, encoded, e.g. tokenizer.encode(text)"
-        )
-    device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    losses = []
-    for _ in range(steps):
-        inputs, targets = random_windows(data, model.config.block_size, batch_size, generator)
-        logits = model(inputs.to(device))  # (batch, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.to(device).flatten())
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
-
-
-@torch.no_grad()
-def generate(
-    model: GPT,
-    prompt: torch.Tensor,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-    greedy: bool = False,
-) -> torch.Tensor:
-    """Continue ``prompt`` (batch, T0) by ``max_new_tokens`` tokens -> (batch, T0 + max_new_tokens).
-
-    The loop is lesson 10's :func:`~transformer_lib.decoding.generate_tokens`: each step feeds the last
-    ``block_size`` tokens and picks the next one with :func:`~transformer_lib.decoding.greedy_pick` or
-    :func:`~transformer_lib.decoding.sampling_picker`.
-    """
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0: it counts the tokens to add to the prompt")
-    check_token_ids(prompt, model.config.vocab_size, "prompt")  # also when max_new_tokens is 0
-    model.eval()
-    block_size = model.config.block_size
-    pick = greedy_pick if greedy else sampling_picker(temperature, top_k, top_p, generator)
-
-    def next_logits(tokens: torch.Tensor) -> torch.Tensor:  # (batch, t) -> (batch, V): the last position's
-        return model(tokens[:, -block_size:])[:, -1]
-
-    return generate_tokens(next_logits, prompt, max_new_tokens, pick)
+    def new_cache(self) -> GPTCache:
+        """An empty cache for incremental generation with ``forward(tokens, cache=...)``."""
+        return GPTCache([KVCache() for _ in self.blocks])

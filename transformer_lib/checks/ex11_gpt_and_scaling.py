@@ -1,13 +1,18 @@
-"""Checks for lesson 11's exercises: one online-softmax update step and the decoder-only (GPT) mask."""
+"""Checks for lesson 11's exercises: one online-softmax update step, the decoder-only (GPT) mask, baseline losses
+predicted by hand, one cached GPT decoding step, and the stopping step read from a loss curve."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
 from ..attention import scaled_dot_product_attention
 from ..chunked_attention import online_softmax_update
+from ..gpt import GPT, GPTConfig
+from ..lm_evaluation import baseline_losses, bigram_probabilities, unigram_probabilities
+from ..lm_training import LMHistory
 from ..masks import causal_mask, padding_mask
 from ._feedback import CheckResult, Exercise
 
@@ -101,4 +106,121 @@ def decoder_only_mask(student_fn: Callable) -> CheckResult:
                 & padding,
             },
         )
+    return ex.result
+
+
+def _small_text() -> tuple[torch.Tensor, torch.Tensor]:
+    """Exercise 3's texts as ids of the vocabulary a = 0, b = 1, c = 2: training "ababababac", held-out "abac"."""
+    ids = {"a": 0, "b": 1, "c": 2}
+    return tuple(torch.tensor([ids[char] for char in text]) for text in ("ababababac", "abac"))
+
+
+def baseline_predictions(student_fn: Callable) -> CheckResult:
+    """Check a function () -> {"uniform": …, "unigram": …, "bigram": …}: held-out losses predicted by hand."""
+    ex = Exercise("baseline_predictions")
+    with ex.run():
+        got = ex.call(student_fn)
+        names = ("uniform", "unigram", "bigram")
+        if not ex.require(
+            'returns a dict with the keys "uniform", "unigram" and "bigram"',
+            isinstance(got, dict) and set(got) == set(names),
+            problem=f"got {got!r}"[:200],
+            hint='return {"uniform": ..., "unigram": ..., "bigram": ...}',
+        ):
+            return ex.result
+        train, valid = _small_text()
+        expected = baseline_losses(train, valid, 3)
+        unsmoothed_unigram = unigram_probabilities(train, 3, smoothing=0.0)
+        unsmoothed_bigram = bigram_probabilities(train, 3, smoothing=0.0)
+        unsmoothed = {
+            "unigram": -unsmoothed_unigram[valid].log().mean().item(),
+            "bigram": -unsmoothed_bigram[valid[:-1], valid[1:]].log().mean().item(),
+        }
+        every_position = -bigram_probabilities(train, 3)[valid[:-1], valid[1:]].log().sum().item() / len(valid)
+        hints = {
+            "uniform": "every one of the 3 characters is equally likely: -ln(1/3)",
+            "unigram": "P(char) = (count in the training text + 1) / (10 + 3); average -ln P over the 4 held-out "
+            "characters",
+            "bigram": "P(next | previous) = (count of the pair + 1) / (count of pairs starting with previous + 3); "
+            "average -ln P over the 3 held-out pairs",
+        }
+        for name in names:
+            mistakes = {"use the natural logarithm (nats), not log2 (bits)": expected[name] / math.log(2)}
+            if name in unsmoothed:
+                mistakes["add one to every count (add-one smoothing) before dividing"] = unsmoothed[name]
+            if name == "bigram":
+                mistakes["4 held-out characters give 3 pairs: divide by 3, not 4"] = every_position
+            ex.compare(
+                f"your predicted {name} loss", torch.tensor(float(got[name]), dtype=torch.float64),
+                torch.tensor(expected[name], dtype=torch.float64), hint=hints[name], mistakes=mistakes, atol=1e-3,
+            )
+    return ex.result
+
+
+def _tiny_gpt() -> GPT:
+    with torch.random.fork_rng():
+        torch.manual_seed(11)
+        config = GPTConfig(vocab_size=12, block_size=16, d_model=16, num_heads=2, num_layers=2, d_ff=32)
+        return GPT(config).double().eval()
+
+
+def cached_next_logits(student_fn: Callable) -> CheckResult:
+    """Check a function (model, cache, tokens (batch, t)) -> (batch, V): the next logits, feeding only new tokens."""
+    ex = Exercise("cached_next_logits")
+    with ex.run(), torch.no_grad():
+        model = _tiny_gpt()
+        tokens = torch.randint(12, (2, 6), generator=torch.Generator().manual_seed(3))  # (batch, t)
+        expected = model(tokens)[:, -1]  # (batch, V): one full pass
+        for seen, situation in ((0, "the first call (empty cache, a prompt of 6)"), (5, "a later step (5 cached)")):
+            cache, twin = model.new_cache(), model.new_cache()
+            for each in (cache, twin):
+                if seen:
+                    model(tokens[:, :seen], cache=each)
+            got = ex.call(student_fn, model, cache, tokens)
+            mistakes = {
+                "with a cache, feed only the tokens it has not seen: tokens[:, len(cache):]":
+                    model(tokens, cache=twin)[:, -1],
+                "return the last position only, shaped (batch, V): [:, -1], not [:, -1:]": expected[:, None],
+            }
+            if not seen:
+                mistakes["on the first call the cache is empty and the whole prompt is new: feed "
+                         "tokens[:, len(cache):], not tokens[:, -1:]"] = model(tokens[:, -1:])[:, -1]
+            ex.compare(
+                f"the next logits at {situation}", got, expected, mistakes=mistakes,
+                hint="feed tokens[:, len(cache):] with cache=cache and return the last position, shaped (batch, V)",
+            )
+            ex.require(
+                f"after {situation} the cache holds all 6 positions",
+                len(cache) == 6,
+                problem=f"it holds {len(cache)}",
+                hint="call the model with cache=cache, so that it appends the new keys and values",
+            )
+    return ex.result
+
+
+def _histories() -> list[LMHistory]:
+    """A run that starts memorising (held-out loss lowest at step 300) and one still improving at the end."""
+    steps = [0, 100, 200, 300, 400, 500]
+    memorising = LMHistory(eval_steps=steps, train_loss=[4.6, 2.4, 1.9, 1.5, 1.1, 0.8],
+                           valid_loss=[4.6, 2.5, 2.1, 2.0, 2.2, 2.5])
+    improving = LMHistory(eval_steps=steps, train_loss=[4.7, 2.7, 2.5, 2.2, 2.0, 1.8],
+                          valid_loss=[4.8, 2.3, 2.2, 2.0, 1.8, 1.7])
+    return [memorising, improving]
+
+
+def stopping_step(student_fn: Callable) -> CheckResult:
+    """Check a function (eval_steps, train_loss, valid_loss) -> the step at which early stopping keeps the model."""
+    ex = Exercise("stopping_step")
+    with ex.run():
+        for history, which in zip(_histories(), ("a run that memorises", "a run still improving"), strict=True):
+            got = ex.call(student_fn, list(history.eval_steps), list(history.train_loss), list(history.valid_loss))
+            best_index = history.valid_loss.index(min(history.valid_loss))
+            ex.compare(
+                f"the stopping step of {which}", torch.tensor(got), torch.tensor(history.best_step()),
+                hint="the step whose held-out loss is lowest",
+                mistakes={
+                    "the training loss always falls: read the held-out loss": history.eval_steps[-1],
+                    "return the step (eval_steps[i]), not the index i": best_index,
+                },
+            )
     return ex.result

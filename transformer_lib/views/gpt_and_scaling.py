@@ -1,4 +1,5 @@
-"""Lesson 11 views: log-log plots with a fitted power law, and a widget for the memory of attention scores."""
+"""Lesson 11 views: training and held-out loss beside the baselines, log-log plots with a fitted power law, and a
+widget for the memory of attention scores."""
 
 from __future__ import annotations
 
@@ -10,8 +11,25 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
+from ..lm_training import LMHistory
 from ..scaling import fit_power_law, score_memory_mib
 from .widget import LessonWidget, State
+
+
+def loss_curves(history: LMHistory, baselines: dict[str, float], title: str, ax: Axes | None = None) -> Axes:
+    """Training and held-out loss at each evaluation step of ``history``, and each baseline's held-out loss as a
+    dotted horizontal line labelled with its name."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(history.eval_steps, history.train_loss, "o-", label="GPT, training split")
+    ax.plot(history.eval_steps, history.valid_loss, "s-", label="GPT, held-out split")
+    for (name, loss), colour in zip(baselines.items(), ("tab:gray", "tab:olive", "tab:purple"), strict=False):
+        ax.axhline(loss, linestyle=":", color=colour, label=f"{name} baseline, held-out ({loss:.2f})")
+    ax.set_title(title)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy (nats per character)")
+    ax.legend(fontsize="small")
+    return ax
 
 
 def loglog_with_fit(
