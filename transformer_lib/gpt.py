@@ -12,6 +12,8 @@ encoder-decoder's ``decode`` does). ``transformer_lib.decoding.generate`` runs t
 
 GPT-2's architecture is a configuration of this class: learned positions and pre-LN blocks always; ``activation=
 "gelu_tanh"``, ``bias=True`` and ``tie_output=True`` give GPT-2's feed-forward, biases and tied output layer.
+:meth:`GPT.from_hf_gpt2` copies the weights of a Hugging Face ``GPT2LMHeadModel`` (``tests/test_gpt2.py`` proves both
+compute the same logits); this module imports nothing from ``transformers``: it reads the model it is given.
 
 Shape legend: batch, T = new positions, T_past = cached positions (T_past + T <= ``block_size``), d_model = model
 width, heads, d_head = d_model / heads, V = vocabulary size.
@@ -20,6 +22,7 @@ width, heads, d_head = d_model / heads, V = vocabulary size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +46,8 @@ class GPTConfig:
     """Sizes of a small GPT (pre-LN blocks, learned positions). Impossible sizes raise a ValueError here.
 
     ``activation``: the feed-forward non-linearity, a key of ``ACTIVATIONS``; ``bias``: biases in the attention and
-    feed-forward linear layers; ``tie_output``: the output layer reuses the token embedding matrix (as GPT-2).
+    feed-forward linear layers; ``tie_output``: the output layer reuses the token embedding matrix (as GPT-2);
+    ``layer_norm_eps``: the ε every LayerNorm adds to the variance.
     """
 
     vocab_size: int
@@ -56,6 +60,7 @@ class GPTConfig:
     activation: str = "relu"
     bias: bool = True
     tie_output: bool = False
+    layer_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
         for name, fix in (("vocab_size", "len(tokenizer)"), ("block_size", "the context length, e.g. 64")):
@@ -123,8 +128,8 @@ class Block(nn.Module):
         self.linear2 = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
         self.activation = ACTIVATIONS[c.activation]
         self.dropout = nn.Dropout(c.dropout)  # on the feed-forward hidden layer, as in EncoderLayer
-        self.norm1 = LayerNorm(c.d_model)
-        self.norm2 = LayerNorm(c.d_model)
+        self.norm1 = LayerNorm(c.d_model, c.layer_norm_eps)
+        self.norm2 = LayerNorm(c.d_model, c.layer_norm_eps)
         self.dropout1 = nn.Dropout(c.dropout)  # on each sub-layer's output
         self.dropout2 = nn.Dropout(c.dropout)
 
@@ -163,7 +168,7 @@ class GPT(nn.Module):
         self.position_embedding = nn.Embedding(c.block_size, c.d_model)
         self.dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.num_layers))
-        self.final_norm = LayerNorm(c.d_model)
+        self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_output:
             self.head.weight = self.token_embedding.weight  # (V, d_model), one shared tensor
@@ -192,3 +197,77 @@ class GPT(nn.Module):
     def new_cache(self) -> GPTCache:
         """An empty cache for incremental generation with ``forward(tokens, cache=...)``."""
         return GPTCache([KVCache() for _ in self.blocks])
+
+    @classmethod
+    def from_hf_gpt2(cls, hf_model: Any) -> GPT:
+        """A course ``GPT`` with the configuration and weights of a Hugging Face ``GPT2LMHeadModel``, in its dtype
+        and its training mode. One dropout rate, GPT-2's ``resid_pdrop``, stands for its three.
+
+        Raises a ValueError for what this model does not implement (another activation, unscaled attention, …).
+        """
+        c = hf_model.config
+        unsupported = {
+            f"activation_function={c.activation_function!r}": c.activation_function not in HF_GPT2_ACTIVATIONS,
+            "scale_attn_weights=False": not c.scale_attn_weights,
+            "scale_attn_by_inverse_layer_idx": c.scale_attn_by_inverse_layer_idx,
+            "add_cross_attention": c.add_cross_attention,
+        }
+        if any(unsupported.values()):
+            raise ValueError(
+                f"this GPT2Config uses {[name for name, used in unsupported.items() if used]}, which the course's "
+                "GPT does not implement: build the Hugging Face model without them"
+            )
+        config = GPTConfig(
+            vocab_size=c.vocab_size, block_size=c.n_positions, d_model=c.n_embd, num_heads=c.n_head,
+            num_layers=c.n_layer, d_ff=c.n_inner or 4 * c.n_embd, dropout=float(c.resid_pdrop),
+            activation=HF_GPT2_ACTIVATIONS[c.activation_function], bias=True, tie_output=c.tie_word_embeddings,
+            layer_norm_eps=c.layer_norm_epsilon,
+        )
+        model = cls(config).to(hf_model.dtype).train(hf_model.training)
+        weights = hf_gpt2_weights(hf_model.state_dict(), config.num_layers)
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if weights[name].shape != parameter.shape:
+                    raise ValueError(f"the weight mapped to {name} has shape {tuple(weights[name].shape)}, but "
+                                     f"{name} needs {tuple(parameter.shape)}: check the mapping (Conv1D weights are "
+                                     "stored (in, out): transpose them)")
+                parameter.copy_(weights[name])
+        return model
+
+
+HF_GPT2_ACTIVATIONS = {  # Hugging Face's activation_function -> the course's activation
+    "gelu_new": "gelu_tanh",  # GPT-2's
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+}
+
+
+def hf_gpt2_weights(hf_weights: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
+    """The course ``GPT``'s parameters, by name, from a ``GPT2LMHeadModel.state_dict()``.
+
+    GPT-2's ``Conv1D`` layers store a weight as (in, out), the transpose of ``nn.Linear``'s (out, in); its ``c_attn``
+    holds the query, key and value projections side by side, a (d_model, 3 · d_model) weight split here into three.
+    """
+    w = hf_weights
+    weights = {
+        "token_embedding.weight": w["transformer.wte.weight"],  # (V, d_model)
+        "position_embedding.weight": w["transformer.wpe.weight"],  # (block_size, d_model)
+        "final_norm.weight": w["transformer.ln_f.weight"],
+        "final_norm.bias": w["transformer.ln_f.bias"],
+        "head.weight": w["lm_head.weight"],  # (V, d_model), an nn.Linear
+    }
+    for i in range(num_layers):
+        hf, ours = f"transformer.h.{i}.", f"blocks.{i}."
+        q, k, v = w[hf + "attn.c_attn.weight"].chunk(3, dim=1)  # each (d_model, d_model), (in, out)
+        q_bias, k_bias, v_bias = w[hf + "attn.c_attn.bias"].chunk(3)  # each (d_model,)
+        for proj, weight, bias in (("q_proj", q, q_bias), ("k_proj", k, k_bias), ("v_proj", v, v_bias)):
+            weights[f"{ours}self_attn.{proj}.weight"] = weight.T  # (out, in)
+            weights[f"{ours}self_attn.{proj}.bias"] = bias
+        for course, conv in (("self_attn.out_proj", "attn.c_proj"), ("linear1", "mlp.c_fc"), ("linear2", "mlp.c_proj")):
+            weights[f"{ours}{course}.weight"] = w[f"{hf}{conv}.weight"].T  # Conv1D (in, out) -> nn.Linear (out, in)
+            weights[f"{ours}{course}.bias"] = w[f"{hf}{conv}.bias"]
+        for course, norm in (("norm1", "ln_1"), ("norm2", "ln_2")):
+            weights[f"{ours}{course}.weight"] = w[f"{hf}{norm}.weight"]
+            weights[f"{ours}{course}.bias"] = w[f"{hf}{norm}.bias"]
+    return weights
