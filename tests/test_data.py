@@ -1,4 +1,7 @@
-"""The generated translation task: grammar rules, vocabularies, disjoint splits and padded batches."""
+"""The generated translation task: grammar rules, vocabularies, disjoint splits and padded batches; and lesson 11's
+character-level text: corpora shipped with Python, the tokenizer, the held-out split and the windows."""
+
+import importlib
 
 import numpy as np
 import pytest
@@ -8,11 +11,16 @@ from transformer_lib.data import (
     BOS,
     EOS,
     PAD,
+    CharTokenizer,
     Vocabulary,
     check_token_ids,
     make_sentence_pair,
     make_translation_task,
     pad_sequences,
+    python_docs,
+    random_windows,
+    train_valid_split,
+    zen_of_python,
 )
 
 
@@ -71,3 +79,50 @@ def test_check_token_ids_accepts_ids_in_range_and_names_each_problem():
     for tokens, error, message in problems:
         with pytest.raises(error, match=message):
             check_token_ids(tokens, 5)
+
+
+def test_zen_of_python_is_the_text_of_import_this(capsys):
+    text = zen_of_python()
+    assert text.startswith("The Zen of Python, by Tim Peters")
+    assert capsys.readouterr().out == ""  # importing `this` printed nothing into the caller's output
+
+
+def test_python_docs_is_long_real_text():
+    text = python_docs()
+    assert len(text) > 300_000 and "Assignment statements" in text
+
+
+def test_python_docs_without_pydoc_data_says_what_to_do(monkeypatch):
+    real_import = importlib.import_module
+
+    def no_pydoc_data(name, *args):
+        if name.startswith("pydoc_data"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_pydoc_data)
+    with pytest.raises(ImportError, match="no pydoc_data module .* train on zen_of_python"):
+        python_docs()
+
+
+def test_tokenizer_round_trip_and_unknown_characters():
+    tokenizer = CharTokenizer(zen_of_python())
+    text = "Simple is better than complex."
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        tokenizer.encode("€")
+
+
+def test_the_held_out_split_is_the_contiguous_end():
+    train, valid = train_valid_split(torch.arange(100), valid_fraction=0.1)
+    assert train.tolist() == list(range(90)) and valid.tolist() == list(range(90, 100))
+    with pytest.raises(ValueError, match="valid_fraction=1.0 must be between 0 and 1"):
+        train_valid_split(torch.arange(10), 1.0)
+
+
+def test_windows_are_shifted_by_one():
+    inputs, targets = random_windows(torch.arange(100), 8, 4, torch.Generator().manual_seed(0))
+    assert inputs.shape == targets.shape == (4, 8)
+    assert torch.equal(targets, inputs + 1)
+    with pytest.raises(ValueError, match=r"N > block_size=16 .* got shape \(16,\): pass a longer text"):
+        random_windows(torch.zeros(16, dtype=torch.long), 16, 1, torch.Generator())

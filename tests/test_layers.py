@@ -24,6 +24,9 @@ def test_layer_norm_equals_torch():
     ours.load_state_dict(theirs.state_dict())
     x = torch.randn(3, 4, D_MODEL, dtype=torch.float64) * 5 + 2
     torch.testing.assert_close(ours(x), theirs(x))
+    mean, variance = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)  # the formula, by hand
+    by_hand = (x - mean) / torch.sqrt(variance + 1e-5) * theirs.weight + theirs.bias
+    torch.testing.assert_close(ours(x), by_hand)
 
 
 def test_layer_norm_normalises_each_position_not_the_batch():

@@ -1,4 +1,5 @@
-"""Training pieces: teacher forcing, the padded and smoothed loss, the schedules, a short run, checkpoints."""
+"""Training pieces: teacher forcing, the padded and smoothed loss, the schedules, a short run, checkpoints; and
+lesson 11's GPT trained on next-character prediction."""
 
 import math
 
@@ -9,16 +10,19 @@ import torch.nn.functional as F
 from course_tools import CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
-from transformer_lib.data import ADJECTIVES, make_translation_task
+from transformer_lib.data import ADJECTIVES, CharTokenizer, make_translation_task, train_valid_split, zen_of_python
 from transformer_lib.evaluation import chrf
+from transformer_lib.gpt import GPT, GPTConfig
 from transformer_lib.model import Transformer
 from transformer_lib.recipes import translation_model_config
 from transformer_lib.training import (
+    LMHistory,
     TrainingConfig,
     evaluate_loss,
     label_smoothed_cross_entropy,
     shift_for_teacher_forcing,
     train,
+    train_gpt,
     training_step,
     transformer_lr,
     warmup_linear_decay_lr,
@@ -230,3 +234,30 @@ def test_loss_refuses_smoothing_outside_zero_to_one():
 def test_teacher_forcing_needs_two_tokens_per_target():
     with pytest.raises(ValueError, match=r"T >= 2 .* got shape \(2, 1\): encode each target with add_bos=True"):
         shift_for_teacher_forcing(torch.ones(2, 1, dtype=torch.long))
+
+
+def _small_gpt(vocab_size: int) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size, block_size=16, d_model=32, num_heads=2, num_layers=2, d_ff=64))
+
+
+def test_training_lowers_the_loss_is_repeatable_and_measures_both_splits():
+    tokenizer = CharTokenizer(zen_of_python())
+    train, valid = train_valid_split(tokenizer.encode(zen_of_python()), 0.2)
+    runs = [train_gpt(_small_gpt(len(tokenizer)), train, 60, valid, batch_size=16, lr=3e-3, eval_every=20,
+                      eval_windows=4) for _ in range(2)]
+    assert runs[0].step_loss == runs[1].step_loss
+    assert runs[0].eval_steps == [0, 20, 40, 60] and len(runs[0].valid_loss) == len(runs[0].train_loss) == 4
+    assert runs[0].train_loss[-1] < 0.8 * runs[0].train_loss[0]
+
+
+def test_train_gpt_needs_more_data_than_one_block():
+    with pytest.raises(ValueError, match=r"N > block_size=16 .* got shape \(16,\): pass a longer text"):
+        train_gpt(_small_gpt(10), torch.zeros(16, dtype=torch.long), steps=1)
+
+
+def test_the_best_step_is_where_the_held_out_loss_is_lowest():
+    history = LMHistory(eval_steps=[0, 100, 200], train_loss=[3.0, 2.0, 1.0], valid_loss=[3.1, 2.2, 2.4])
+    assert history.best_step() == 100
+    with pytest.raises(ValueError, match="no held-out loss was measured"):
+        LMHistory().best_step()

@@ -8,15 +8,24 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 
 Modules, in the order the lessons introduce them: device (00), similarity (01), attention (02-03), positions (04),
 masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
-checkpoints and recipes (09), decoding (10), gpt, text_data, lm_training, lm_evaluation, chunked_attention and
-scaling (11), bpe and llama (12).
+checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and losses are the last
+sections of data, training and evaluation), chunked_attention and scaling (11), bpe and llama (12).
 """
 
 from .attention import entropy_bits, scaled_dot_product_attention, softmax
 from .bpe import SPLIT_PATTERN, BPETokenizer, bytes_to_unicode, merge_pair, pair_counts, pretokenize, train_bpe
 from .checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
 from .chunked_attention import chunked_attention, online_softmax_update
-from .data import TranslationTask, Vocabulary, make_translation_task
+from .data import (
+    CharTokenizer,
+    TranslationTask,
+    Vocabulary,
+    make_translation_task,
+    python_docs,
+    random_windows,
+    train_valid_split,
+    zen_of_python,
+)
 from .decoding import (
     beam_search,
     beam_search_step,
@@ -34,7 +43,15 @@ from .decoding import (
     top_p_filter,
 )
 from .device import get_device, set_seed
-from .evaluation import chrf, exact_match, translate
+from .evaluation import (
+    baseline_losses,
+    bigram_probabilities,
+    chrf,
+    evaluate_lm_loss,
+    exact_match,
+    translate,
+    unigram_probabilities,
+)
 from .gpt import GPT, Block, CausalSelfAttention, GPTCache, GPTConfig
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, residual_connection
 from .llama import (
@@ -48,8 +65,6 @@ from .llama import (
     expand_kv_heads,
     rms_norm,
 )
-from .lm_evaluation import baseline_losses, bigram_probabilities, evaluate_lm_loss, unigram_probabilities
-from .lm_training import LMHistory, train_gpt
 from .masks import MASK_KINDS, build_mask, causal_mask, padding_mask
 from .model import (
     DecoderCache,
@@ -71,13 +86,14 @@ from .positions import (
 from .recipes import train_translation_model, translation_model_config
 from .scaling import fit_power_law, score_memory_mib
 from .similarity import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
-from .text_data import CharTokenizer, python_docs, random_windows, train_valid_split, zen_of_python
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
+    LMHistory,
     TrainingConfig,
     label_smoothed_cross_entropy,
     shift_for_teacher_forcing,
     train,
+    train_gpt,
     training_step,
     transformer_lr,
     warmup_linear_decay_lr,

@@ -10,10 +10,10 @@ import torch
 
 from ..attention import scaled_dot_product_attention
 from ..chunked_attention import online_softmax_update
+from ..evaluation import baseline_losses, bigram_probabilities, unigram_probabilities
 from ..gpt import GPT, GPTConfig
-from ..lm_evaluation import baseline_losses, bigram_probabilities, unigram_probabilities
-from ..lm_training import LMHistory
 from ..masks import causal_mask, padding_mask
+from ..training import LMHistory
 from ._feedback import CheckResult, Exercise
 
 

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
-from ..lm_training import LMHistory
 from ..scaling import fit_power_law, score_memory_mib
+from ..training import LMHistory
 from .widget import LessonWidget, State
 
 
