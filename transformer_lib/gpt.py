@@ -32,7 +32,7 @@ from .attention import check_dropout, scaled_dot_product_attention
 from .data import check_token_ids
 from .layers import LayerNorm, residual_connection
 from .masks import causal_mask
-from .multi_head import KVCache, check_heads, merge_heads, split_heads
+from .multi_head import KVCache, MultiHeadAttention, check_heads, merge_heads, split_heads
 
 ACTIVATIONS = {
     "relu": F.relu,  # the paper's and the course's encoder layer
@@ -72,21 +72,11 @@ class GPTConfig:
             raise ValueError(f"activation={self.activation!r} is unknown: choose one of {sorted(ACTIVATIONS)}")
 
 
-class CausalSelfAttention(nn.Module):
+class CausalSelfAttention(MultiHeadAttention):
     """Multi-head self-attention in which position t sees positions 0..t only; with a ``KVCache``, the new positions
-    also see every cached one. Projection names as in ``MultiHeadAttention`` (``q_proj`` … ``out_proj``)."""
+    also see every cached one. ``MultiHeadAttention``'s projections (``q_proj`` … ``out_proj``), its own forward."""
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
-        super().__init__()
-        check_heads(d_model, num_heads)
-        self.num_heads = num_heads
-        self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(
+    def forward(  # type: ignore[override]
         self, x: torch.Tensor, cache: KVCache | None = None, need_weights: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x``: (batch, T, d_model) -> output (batch, T, d_model) and weights (batch, heads, T, T_past + T) or None.
