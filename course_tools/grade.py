@@ -5,7 +5,7 @@ What is graded, and with what
     ``{"exercise": {"id": …, "points": P}}`` and its source is one call ``check.<name>(<function>…)``; the setup cell
     imports ``from transformer_lib.checks import exNN_topic as check``. The grader reads both from ``solutions/``, never
     from the submission, so deleting or editing a check cell, or redefining ``check``, changes nothing. An exercise
-    earns all its points when every check passes, otherwise 0.
+    earns all its points when every check passes, otherwise 0 (``--partial-credit``: a share, see ``gradebook.py``).
 
 Which assignment, which student
     The assignment is taken from ``--assignment`` if given, else from the submission's own
@@ -29,8 +29,9 @@ How one submission runs
        message.
     5. A total time limit per submission bounds everything; a kernel that does not react to an interrupt is killed.
     6. Only after every kernel has finished does the grader (not the kernel) write ``grades.csv`` and
-       ``grades.json`` into ``--out`` (default ``grades/``); a gradebook already there is renamed
-       ``grades.<time>.csv`` first, never overwritten.
+       ``grades.json`` into ``--out`` (default ``grades/``) through ``gradebook.py`` (with ``--roster``,
+       ``--partial-credit`` and ``--lms canvas``); a gradebook already there is renamed ``grades.<time>.csv`` first,
+       never overwritten.
 
 What the sandbox does and does not protect against (read this before grading strangers' work)
     It protects the grading run from accidents and from the usual mischief: infinite loops, memory bombs, huge
@@ -49,7 +50,6 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
-import csv
 import hashlib
 import json
 import os
@@ -60,7 +60,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
 from . import ROOT, SOLUTIONS_DIR
+from .gradebook import build_rows, print_summary, read_roster, write_gradebook
 from .notebook_files import notebooks_in
 from .sandbox import Limits, wrap_command
 
@@ -123,10 +124,12 @@ class Settings:
 @dataclass
 class ExerciseGrade:
     id: str
-    points: int
+    points: float  # an int, unless --partial-credit gave a share of them
     max_points: int
     status: str  # passed, failed, not attempted, missing, timed out, error, not graded
     lines: list[str] = field(default_factory=list)
+    checks_passed: int = 0  # how many of the checks that ran passed (for --partial-credit)
+    checks_total: int = 0
 
 
 @dataclass
@@ -141,7 +144,7 @@ class SubmissionGrade:
     library_changed: bool = False
 
     @property
-    def total(self) -> int:
+    def total(self) -> float:
         return sum(exercise.points for exercise in self.exercises)
 
     @property
@@ -395,10 +398,11 @@ def exercise_grade(exercise: ExerciseSpec, run: CellRun, marker: str, settings: 
         return zero("missing", f"function {names} not found: did you rename it, or delete or not run its cell?")
     result = payload["result"]
     lines = [_short(line) for line in result.get("lines", [])[:MAX_FEEDBACK_LINES]]
+    counts = {"checks_passed": int(result.get("passed", 0)), "checks_total": int(result.get("total", 0))}
     if result.get("ok"):
-        return ExerciseGrade(exercise.id, exercise.points, exercise.points, "passed", lines)
+        return ExerciseGrade(exercise.id, exercise.points, exercise.points, "passed", lines, **counts)
     status = "failed" if result.get("attempted", True) else "not attempted"
-    return ExerciseGrade(exercise.id, 0, exercise.points, status, lines)
+    return ExerciseGrade(exercise.id, 0, exercise.points, status, lines, **counts)
 
 
 def parse_submission(data: bytes) -> tuple[nbformat.NotebookNode | None, str | None]:
@@ -520,65 +524,7 @@ def grade_all(paths: list[Path], assignments: dict[str, Assignment], settings: S
         return list(pool.map(_run_job, planned, [settings] * len(planned)))
 
 
-def column_names(grades: list[SubmissionGrade]) -> list[tuple[str, str, str]]:
-    """(assignment, exercise id, column title); titles get the assignment's number when ids repeat."""
-    columns = list(dict.fromkeys((g.assignment, e.id) for g in grades for e in g.exercises))
-    ids = [exercise for _, exercise in columns]
-    return [(a, e, e if ids.count(e) == 1 else f"{a[:2]}:{e}") for a, e in columns]
-
-
-def keep_previous(path: Path) -> Path | None:
-    """Rename an existing gradebook file to ``grades.<its time>.csv`` (never replacing one); return the new name."""
-    if not path.exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
-    kept, number = path.with_name(f"{path.stem}.{stamp}{path.suffix}"), 2
-    while kept.exists():
-        kept, number = path.with_name(f"{path.stem}.{stamp}-{number}{path.suffix}"), number + 1
-    path.rename(kept)
-    return kept
-
-
-def write_gradebook(grades: list[SubmissionGrade], out_dir: Path) -> tuple[Path, Path]:
-    """Write ``grades.csv`` and ``grades.json``; an earlier gradebook there is kept under a dated name."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    columns = column_names(grades)
-    csv_path, json_path = out_dir / "grades.csv", out_dir / "grades.json"
-    for path in (csv_path, json_path):
-        kept = keep_previous(path)
-        if kept:
-            print(f"[course] kept the previous {path.name} as {kept.name}")
-    with csv_path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", "assignment", *(title for _, _, title in columns), "total", "max", "notes",
-                         "file"])
-        for g in grades:
-            points = {(g.assignment, e.id): e.points for e in g.exercises}
-            writer.writerow([g.student, g.assignment, *(points.get((a, e), "") for a, e, _ in columns), g.total,
-                             g.max_points, " | ".join(g.notes), g.file])
-    records = [{**asdict(g), "total": g.total, "max": g.max_points} for g in grades]
-    json_path.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return csv_path, json_path
-
-
-SYMBOLS = {"passed": "✔", "failed": "✘", "not attempted": "·", "missing": "?", "timed out": "⏱", "error": "!",
-           "not graded": "-"}
-
-
-def print_summary(grades: list[SubmissionGrade]) -> None:
-    width = max([len(g.student) for g in grades] + [7])
-    print(f"\n{'student':{width}}  {'points':>9}  exercises ({', '.join(f'{s} {k}' for k, s in SYMBOLS.items())})")
-    for g in grades:
-        marks = " ".join(SYMBOLS[e.status] for e in g.exercises)
-        print(f"{g.student:{width}}  {g.total:>4}/{g.max_points:<4}  {marks}")
-        for note in g.notes[:4]:
-            print(f"{'':{width}}    note: {note}")
-        for e in g.exercises:
-            if e.status in ("missing", "timed out", "error") and e.lines:
-                print(f"{'':{width}}    {e.id}: {e.lines[0]}")
-
-
-def main(argv: list[str]) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="course.py grade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("submissions", nargs="+", type=Path, help="submitted notebooks, or folders holding them")
@@ -590,7 +536,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--check-timeout", type=float, default=60, help="seconds per exercise check (default 60)")
     parser.add_argument("--total-timeout", type=float, default=600, help="seconds per submission (default 600)")
     parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per kernel (default 4096)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--roster", type=Path, help="CSV of the class (header: student[,email][,id]): every student "
+                                                     "gets a row; submissions not on it are flagged")
+    parser.add_argument("--partial-credit", action="store_true",
+                        help="an exercise earns points × checks passed / checks run instead of all or nothing")
+    parser.add_argument("--lms", choices=["canvas"], help="also write grades_canvas.csv in Canvas's import layout")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
 
     args.out = Path(args.out).resolve()
     paths = []
@@ -600,6 +555,11 @@ def main(argv: list[str]) -> int:
     missing = [str(p) for p in paths if not p.is_file()]
     if missing or not paths:
         print(f"[course] no such submission file: {', '.join(missing) or 'none given'}", file=sys.stderr)
+        return 2
+    try:
+        roster = read_roster(Path(args.roster)) if args.roster else None
+    except (OSError, ValueError) as error:
+        print(f"[course] cannot read the roster: {error}", file=sys.stderr)
         return 2
     assignments = load_assignments(args.solutions)
     settings = Settings(
@@ -616,8 +576,9 @@ def main(argv: list[str]) -> int:
               "Restore it (e.g. `git checkout transformer_lib`) and grade again without that file. "
               "No gradebook was written.", file=sys.stderr)
         return 3
-    print_summary(grades)
-    csv_path, json_path = write_gradebook(grades, args.out)
+    rows = build_rows(grades, roster, partial_credit=args.partial_credit)
+    print_summary(rows)
+    csv_path, json_path = write_gradebook(rows, args.out, lms=args.lms)
     print(f"\n[course] graded {len(grades)} submission(s) in {time.monotonic() - started:.1f} s; "
           f"wrote {csv_path} and {json_path}")
     return 0

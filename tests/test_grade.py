@@ -16,7 +16,8 @@ import pytest
 from course_files import SOLUTIONS, short
 from course_tools import grade
 from course_tools.exercises import BEGIN_SOLUTION, END_SOLUTION, render_exercise
-from course_tools.grade import Settings, grade_all, load_assignments, student_name, write_gradebook
+from course_tools.grade import Settings, grade_all, load_assignments, student_name
+from course_tools.gradebook import write_gradebook
 from course_tools.notebook_files import read_notebook
 from course_tools.sandbox import Limits, limits_supported, wrap_command
 
