@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 
-def plot_parameter_breakdown(breakdowns: dict[str, dict[str, int]]) -> Axes:
+def plot_parameter_breakdown(breakdowns: dict[str, dict[str, int]], title: str = "Where the parameters are") -> Axes:
     """Horizontal bars, one group of bars per model: millions of parameters in each component.
 
     ``breakdowns`` maps a model's name to its ``parameter_breakdown`` (component -> number of parameters).
@@ -21,6 +21,6 @@ def plot_parameter_breakdown(breakdowns: dict[str, dict[str, int]]) -> Axes:
     ax.invert_yaxis()
     ax.set_xlabel("parameters (millions)")
     ax.set_ylabel("component")
-    ax.set_title("Where the parameters are (37 000-token shared vocabulary)")
+    ax.set_title(title)
     ax.legend()
     return ax
