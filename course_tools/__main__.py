@@ -17,9 +17,11 @@ def main(argv: list[str]) -> int:
     elif command == "exercises":
         from .exercises import main as run
     elif command == "grade":
-        from .grade import main as run
+        from .grading.cli import main as run
     elif command == "screenshots":
         from .screenshots import main as run
+    elif command == "site":
+        from .site import main as run
     else:
         print(f"unknown command {command!r}; try: python3 course.py --help", file=sys.stderr)
         return 2

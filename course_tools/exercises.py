@@ -1,7 +1,7 @@
 """Generate the student notebooks in exercises/ from the solved ones in solutions/ (the single source).
 
 Solution code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (nbgrader's markers); each marked region
-becomes nbgrader's stub, indented like the markers::
+becomes nbgrader's stub, indented like the markers (the format is ``grading/solution_format.py``'s)::
 
     # YOUR CODE HERE
     raise NotImplementedError()
@@ -25,39 +25,10 @@ from pathlib import Path
 import nbformat
 
 from . import EXERCISES_DIR, SOLUTIONS_DIR
+from .grading.solution_format import strip_solutions
 from .notebook_files import clean_metadata, clear_outputs, notebook_text, notebooks_in, read_notebook
 
-BEGIN_SOLUTION = "### BEGIN SOLUTION"
-END_SOLUTION = "### END SOLUTION"
-STUB_LINES = ("# YOUR CODE HERE", "raise NotImplementedError()")
 MANIFEST_NAME = ".generated.json"
-
-
-class SolutionMarkerError(ValueError):
-    """A solution region is not closed, or an END marker has no BEGIN."""
-
-
-def strip_solutions(source: str, where: str = "cell") -> str:
-    """Replace every marked solution region of ``source`` with the stub, keeping the markers' indentation."""
-    kept: list[str] = []
-    inside = False
-    for line in source.splitlines():
-        marker = line.strip()
-        if marker == BEGIN_SOLUTION:
-            if inside:
-                raise SolutionMarkerError(f"{where}: nested '{BEGIN_SOLUTION}'")
-            inside = True
-            indent = line[: len(line) - len(line.lstrip())]
-            kept.extend(indent + stub for stub in STUB_LINES)
-        elif marker == END_SOLUTION:
-            if not inside:
-                raise SolutionMarkerError(f"{where}: '{END_SOLUTION}' without '{BEGIN_SOLUTION}'")
-            inside = False
-        elif not inside:
-            kept.append(line)
-    if inside:
-        raise SolutionMarkerError(f"{where}: '{BEGIN_SOLUTION}' is never closed by '{END_SOLUTION}'")
-    return "\n".join(kept)
 
 
 def render_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> str:

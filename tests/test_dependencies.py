@@ -10,7 +10,7 @@ from course_tools import ROOT
 
 LEARNER = ROOT / "requirements.txt"
 TEST_ONLY = ROOT / "requirements-test.txt"
-TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "ruff", "playwright"}
+TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "ruff", "playwright", "nbgrader"}
 # For each pinned package: where the course uses it (files, and a pattern found in one of them).
 USED = {
     "torch": ("transformer_lib/*.py", r"^import torch$"),
@@ -21,7 +21,7 @@ USED = {
     "ipykernel": ("course_tools/notebook_files.py", r'"name": "python3"'),  # the kernel every notebook names
     "nbformat": ("course_tools/*.py", r"^import nbformat$"),
     "nbclient": ("course_tools/*.py", r"^from nbclient import"),
-    "jupyter_client": ("course_tools/grade.py", r"^from jupyter_client"),
+    "jupyter_client": ("course_tools/grading/kernel.py", r"^from jupyter_client"),
     "tqdm": ("transformer_lib/training.py", r"from tqdm"),
     "transformers": ("notebooks/*.ipynb", r"import transformers"),
     "tokenizers": ("notebooks/*.ipynb", r"from tokenizers import"),
@@ -30,6 +30,7 @@ USED = {
     "nbval": ("course_tools/testrun.py", r'"--nbval"'),
     "ruff": ("course_tools/testrun.py", r'"ruff", "check"'),
     "playwright": ("tests/browser/*.py", r"from playwright"),
+    "nbgrader": ("tests/test_grade.py", r"^from nbgrader"),
 }
 
 

@@ -9,14 +9,11 @@ import pytest
 
 from course_files import EXERCISES, SOLUTIONS, short
 from course_tools import EXERCISES_DIR
-from course_tools.exercises import (
+from course_tools.exercises import MANIFEST_NAME, fingerprint, generate, render_exercise
+from course_tools.grading.solution_format import (
     BEGIN_SOLUTION,
     END_SOLUTION,
-    MANIFEST_NAME,
     SolutionMarkerError,
-    fingerprint,
-    generate,
-    render_exercise,
     strip_solutions,
 )
 from course_tools.notebook_files import read_notebook

@@ -12,63 +12,46 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.preprocessors import ClearSolutions
 
 from course_files import SOLUTIONS, short
-from course_tools import grade
-from course_tools.exercises import BEGIN_SOLUTION, END_SOLUTION, render_exercise
-from course_tools.grade import Settings, grade_all, load_assignments, student_name
-from course_tools.gradebook import write_gradebook
+from course_tools.exercises import render_exercise
+from course_tools.grading import cli, scoring
+from course_tools.grading.assignments import identify_assignment, load_assignments
+from course_tools.grading.gradebook import write_gradebook
+from course_tools.grading.isolation import Isolation, find_isolation
+from course_tools.grading.limits import Limits, limits_supported, wrap_command
+from course_tools.grading.results import Status
+from course_tools.grading.solution_format import check_call_parts
+from course_tools.grading.submissions import Submission, student_name
 from course_tools.notebook_files import read_notebook
-from course_tools.sandbox import Limits, limits_supported, wrap_command
+from grading_cases import (
+    FAST,
+    SIMILARITY,
+    copy,
+    exercise,
+    full_except,
+    function_cell,
+    grade_paths,
+    points,
+    replace_solution,
+    save,
+    with_cells,
+)
 
-FAST = Settings(cell_timeout_s=12, check_timeout_s=12, total_timeout_s=240, grace_s=3)
-SIMILARITY = "01_similarity_exercises"
 SLOW = os.environ.get("COURSE_SLOW_TESTS") == "1"
 # Each graded notebook costs a few seconds (a fresh kernel imports torch): by default the whole-notebook tests grade
 # lesson 01's assignment; COURSE_SLOW_TESTS=1 grades every assignment and a class of 30.
 GRADED = SOLUTIONS if SLOW else [p for p in SOLUTIONS if p.stem == SIMILARITY][:1] or SOLUTIONS[:1]
+# These tests are about grading, not sealing off: the sandbox where there is one, else none.
+ISOLATION = find_isolation() or Isolation(bwrap=None)
 pytestmark = pytest.mark.skipif(not SOLUTIONS, reason="no solution notebooks yet")
-
-
-def replace_solution(nb, function: str, body: str):
-    """A copy of a solved notebook whose ``function`` has ``body`` instead of its marked solution."""
-    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
-    for cell in nb.cells:
-        if cell.cell_type == "code" and f"def {function}(" in cell.source and BEGIN_SOLUTION in cell.source:
-            lines, inside = [], False
-            for line in cell.source.splitlines():
-                if line.strip() == BEGIN_SOLUTION:
-                    inside = True
-                    indent = line[: len(line) - len(line.lstrip())]
-                    lines.extend(indent + part for part in body.splitlines())
-                elif line.strip() == END_SOLUTION:
-                    inside = False
-                elif not inside:
-                    lines.append(line)
-            cell.source = "\n".join(lines)
-            return nb
-    raise AssertionError(f"no solution cell defines {function}")
-
-
-def function_cell(nb, function: str):
-    return next(c for c in nb.cells if c.cell_type == "code" and f"def {function}(" in c.source)
-
-
-def save(path: Path, content) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    elif isinstance(content, str):
-        path.write_text(content, encoding="utf-8")
-    else:
-        nbformat.write(content, path)
-    return path
 
 
 def last_exercise_function(nb) -> str:
     """The function the last exercise checks (nothing later uses it, so breaking it costs only that exercise)."""
     check_cell = [c for c in nb.cells if "exercise" in c.metadata][-1]
-    return grade.check_call_parts(check_cell.source)[1][0]
+    return check_call_parts(check_cell.source)[1][0]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +71,7 @@ def class_run(tmp_path_factory, assignments):
         wrong = replace_solution(nb, last_exercise_function(nb), "return None")
         paths.append(save(root / "one_wrong" / solution.name, wrong))
     hashes = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
-    grades = grade_all(paths, assignments, FAST, jobs=2)
+    grades = grade_paths(paths, assignments, ISOLATION)
     return {Path(g.file): g for g in grades}, hashes
 
 
@@ -105,7 +88,7 @@ def test_generated_exercises_get_zero_not_attempted(class_run, solution):
     grades, _ = class_run
     g = next(g for path, g in grades.items() if path.parent.name == "stub" and path.name == solution.name)
     assert g.total == 0 and g.max_points > 0
-    assert {e.status for e in g.exercises} == {"not attempted"}
+    assert {e.status for e in g.exercises} == {Status.NOT_ATTEMPTED}
     assert all("not attempted yet" in e.lines[-1] for e in g.exercises)
 
 
@@ -116,7 +99,7 @@ def test_one_wrong_answer_loses_exactly_that_exercise(class_run, assignments, so
     last = assignments[solution.stem].exercises[-1]
     assert g.total == g.max_points - last.points
     assert [e.id for e in g.exercises if e.points == 0] == [last.id]
-    assert g.exercises[-1].status == "failed"
+    assert g.exercises[-1].status == Status.FAILED
     assert any(line.startswith("✘") for line in g.exercises[-1].lines)
 
 
@@ -137,36 +120,26 @@ def bad_submissions(solution_nb) -> dict[str, object]:
     syntax = replace_solution(nb, "dot_product", "return (a * b).sum(")
     cases["syntax_error"] = syntax
     cases["exception"] = replace_solution(nb, "norm", "return 1 / 0")
-    deleted = nbformat.from_dict(json.loads(json.dumps(nb)))
+    deleted = copy(nb)
     deleted.cells = [c for c in deleted.cells
                      if c.metadata.get("exercise", {}).get("id") != "dot_product" and "def norm(" not in c.source]
     cases["cells_deleted"] = deleted
-    renamed = nbformat.from_dict(json.loads(json.dumps(nb)))
+    renamed = copy(nb)
     function_cell(renamed, "norm").source = function_cell(renamed, "norm").source.replace("def norm(", "def length(")
     cases["renamed_function"] = renamed
     faked = replace_solution(nb, "norm", "return v.sum()")
     for cell in faked.cells:
         if cell.metadata.get("exercise", {}).get("id") == "norm":
             cell.source = "print('✔ all checks passed')"
-    faked.cells.append(nbformat.v4.new_code_cell(
-        "import transformer_lib.checks._feedback as feedback\n"
-        "feedback.describe_mismatch = lambda *args, **kwargs: None\n"
-        "class check:\n    pass"))
-    cases["edited_checks"] = faked
-    huge = nbformat.from_dict(json.loads(json.dumps(nb)))
-    huge.cells.append(nbformat.v4.new_code_cell("for _ in range(50):\n    print('x' * 100_000)"))
-    cases["huge_output"] = huge
-    dies = nbformat.from_dict(json.loads(json.dumps(nb)))
-    dies.cells.insert(3, nbformat.v4.new_code_cell("import os\nos._exit(1)"))
-    cases["kernel_dies"] = dies
-    stubborn = nbformat.from_dict(json.loads(json.dumps(nb)))
-    stubborn.cells.append(nbformat.v4.new_code_cell(
-        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"))
-    cases["ignores_interrupts"] = stubborn
-    memory = nbformat.from_dict(json.loads(json.dumps(nb)))
-    memory.cells.append(nbformat.v4.new_code_cell("hog = bytearray(64 * 1024**3)"))
-    memory.cells.append(nbformat.v4.new_code_cell("open('written_by_student.txt', 'w').write('hi')"))
-    cases["memory_hog"] = memory
+    cases["edited_checks"] = with_cells(faked, "import transformer_lib.checks._feedback as feedback\n"
+                                               "feedback.describe_mismatch = lambda *args, **kwargs: None\n"
+                                               "class check:\n    pass")
+    cases["huge_output"] = with_cells(nb, "for _ in range(50):\n    print('x' * 100_000)")
+    cases["kernel_dies"] = with_cells(nb, "import os\nos._exit(1)", at=3)
+    cases["ignores_interrupts"] = with_cells(
+        nb, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")
+    cases["memory_hog"] = with_cells(nb, "hog = bytearray(64 * 1024**3)",
+                                     "open('written_by_student.txt', 'w').write('hi')")
     cases["invalid_json"] = '{"cells": ['
     cases["not_a_notebook"] = '{"hello": "world"}'
     cases["empty_file"] = b""
@@ -183,28 +156,16 @@ def bad_run(tmp_path_factory, assignments):
              for name, content in bad_submissions(solution_nb).items()]
     hashes = {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
     started = os.getcwd()
-    grades = grade_all(paths, assignments, FAST, jobs=2)
+    grades = grade_paths(paths, assignments, ISOLATION)
     assert os.getcwd() == started
     return {g.student: g for g in grades}, hashes, assignments[SIMILARITY]
-
-
-def points(g) -> dict[str, int]:
-    return {e.id: e.points for e in g.exercises}
-
-
-def full_except(assignment, *ids) -> dict[str, int]:
-    return {e.id: 0 if e.id in ids else e.points for e in assignment.exercises}
-
-
-def exercise(g, exercise_id):
-    return next(e for e in g.exercises if e.id == exercise_id)
 
 
 def test_infinite_loop_costs_only_that_exercise(bad_run):
     grades, _, assignment = bad_run
     g = grades["infinite_loop"]
     assert points(g) == full_except(assignment, "norm")
-    assert exercise(g, "norm").status == "timed out"
+    assert exercise(g, "norm").status == Status.TIMED_OUT
     assert "stopped after 12 s" in exercise(g, "norm").lines[0]
 
 
@@ -221,7 +182,7 @@ def test_exception_in_the_function_fails_its_checks(bad_run):
     grades, _, assignment = bad_run
     g = grades["exception"]
     assert points(g) == full_except(assignment, "norm")
-    assert exercise(g, "norm").status == "failed"
+    assert exercise(g, "norm").status == Status.FAILED
     assert any("raised ZeroDivisionError" in line for line in exercise(g, "norm").lines)
 
 
@@ -229,7 +190,7 @@ def test_deleted_cells(bad_run):
     grades, _, assignment = bad_run
     g = grades["cells_deleted"]
     assert points(g) == full_except(assignment, "norm")  # a deleted check cell changes nothing
-    assert exercise(g, "norm").status == "missing"
+    assert exercise(g, "norm").status == Status.MISSING
 
 
 def test_renamed_function(bad_run):
@@ -257,7 +218,7 @@ def test_huge_output_is_truncated(bad_run):
 def test_dead_kernel_grades_zero_with_a_message(bad_run):
     grades, _, assignment = bad_run
     g = grades["kernel_dies"]
-    assert g.total == 0 and {e.status for e in g.exercises} == {"not graded"}
+    assert g.total == 0 and {e.status for e in g.exercises} == {Status.NOT_GRADED}
     assert "the kernel died" in exercise(g, "norm").lines[0]
     assert any(note.startswith("cell 4 (`import os`): the kernel died") for note in g.notes)
 
@@ -300,12 +261,12 @@ def test_a_changed_library_is_detected(tmp_path, monkeypatch, assignments):
         pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
     library = tmp_path / "library"
     save(library / "module.py", "x = 1\n")
-    monkeypatch.setattr(grade, "LIBRARY_DIR", library)
-    nb = read_notebook(next(p for p in SOLUTIONS if p.stem == SIMILARITY))
-    nb.cells.append(nbformat.v4.new_code_cell(f"open({str(library / 'module.py')!r}, 'a').write('x = 2\\n')"))
+    monkeypatch.setattr(scoring, "LIBRARY_DIR", library)
+    nb = with_cells(read_notebook(next(p for p in SOLUTIONS if p.stem == SIMILARITY)),
+                    f"open({str(library / 'module.py')!r}, 'a').write('x = 2\\n')")
     path = save(tmp_path / "mallory" / f"{SIMILARITY}.ipynb", nb)
-    g = grade.grade_submission(path, path.read_bytes(), assignments[SIMILARITY], FAST)
-    assert g.library_changed
+    submission = Submission(path, path.read_bytes(), assignments[SIMILARITY])
+    assert scoring.grade_submission(submission, FAST, Isolation(bwrap=None)).library_changed  # without a sandbox
 
 
 @pytest.mark.skipif(not limits_supported(), reason="this platform has no resource limits")
@@ -335,9 +296,9 @@ def test_assignment_from_the_check_import_beats_the_file_name(assignments):
     if SIMILARITY not in assignments:
         pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
     text = "from transformer_lib.checks import ex01_similarity as check"
-    assert grade.identify_assignment(text, Path("homework.ipynb"), assignments).name == SIMILARITY
-    assert grade.identify_assignment("", Path(f"x_{SIMILARITY}.ipynb"), assignments).name == SIMILARITY
-    assert grade.identify_assignment("", Path("homework.ipynb"), assignments) is None
+    assert identify_assignment(text, Path("homework.ipynb"), assignments).name == SIMILARITY
+    assert identify_assignment("", Path(f"x_{SIMILARITY}.ipynb"), assignments).name == SIMILARITY
+    assert identify_assignment("", Path("homework.ipynb"), assignments) is None
 
 
 def test_points_come_from_the_solution_metadata(assignments):
@@ -378,8 +339,8 @@ def test_a_class_of_30_mixed_submissions(tmp_path, assignments, capsys):
     paths = [save(tmp_path / "submissions" / f"student{i:02d}_{names[i % len(names)]}" / solution.name,
                   kinds[names[i % len(names)]]) for i in range(30)]
     started = time.monotonic()
-    code = grade.main([str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--cell-timeout", "12",
-                       "--check-timeout", "12"])
+    code = cli.main([str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--cell-timeout", "12",
+                     "--check-timeout", "12"])
     seconds = time.monotonic() - started
     assert code == 0
     rows = list(csv.DictReader((tmp_path / "out" / "grades.csv").open(encoding="utf-8")))
@@ -396,9 +357,8 @@ def test_a_class_of_30_mixed_submissions(tmp_path, assignments, capsys):
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=short)
 def test_nbgrader_clear_solutions_makes_the_same_stubs(solution):
     """The README's claim: nbgrader's ClearSolutions turns our solution cells into our generator's stubs."""
-    preprocessors = pytest.importorskip("nbgrader.preprocessors", reason="nbgrader is not installed (optional)")
     nb = read_notebook(solution)
-    theirs, _ = preprocessors.ClearSolutions(enforce_metadata=False).preprocess(
+    theirs, _ = ClearSolutions(enforce_metadata=False).preprocess(
         nbformat.from_dict(json.loads(json.dumps(nb))), {})
     ours = nbformat.reads(render_exercise(nb, name=solution.name), as_version=4)
     assert [c.source for c in theirs.cells if c.cell_type == "code"] == [

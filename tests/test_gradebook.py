@@ -1,4 +1,5 @@
-"""The gradebook (course_tools/gradebook.py): files, roster, partial credit, Canvas layout, from grades built here."""
+"""The gradebook (course_tools/grading/gradebook.py, roster.py): files, roster, partial credit, Canvas layout, from
+grades built here."""
 
 from __future__ import annotations
 
@@ -7,17 +8,10 @@ import json
 
 import pytest
 
-from course_tools import grade
-from course_tools.grade import ExerciseGrade, SubmissionGrade
-from course_tools.gradebook import (
-    NO_SUBMISSION,
-    NOT_ON_ROSTER,
-    RosterEntry,
-    build_rows,
-    print_summary,
-    read_roster,
-    write_gradebook,
-)
+from course_tools.grading import cli
+from course_tools.grading.gradebook import build_rows, print_summary, write_gradebook
+from course_tools.grading.results import ExerciseGrade, Status, SubmissionGrade
+from course_tools.grading.roster import NO_SUBMISSION, NOT_ON_ROSTER, RosterEntry, read_roster
 
 SIM, ATT = "01_similarity_exercises", "02_attention_exercises"
 
@@ -25,22 +19,22 @@ SIM, ATT = "01_similarity_exercises", "02_attention_exercises"
 def sample_grades() -> list[SubmissionGrade]:
     return [
         SubmissionGrade("alice", f"subs/alice_{SIM}.ipynb", "a" * 64, SIM,
-                        [ExerciseGrade("norm", 1, 1, "passed", ["✔ ok"], 2, 2),
-                         ExerciseGrade("cosine_matrix", 0, 2, "failed", ["✘ no"], 3, 4)],
-                        notes=['cell 3 (`x = 1`) raised ValueError: bad, "quoted"']),
+                        [ExerciseGrade("norm", 1, 1, Status.PASSED, ["✔ ok"], 2, 2),
+                         ExerciseGrade("cosine_matrix", 0, 2, Status.FAILED, ["✘ no"], 3, 4)],
+                        notes=['cell 3 (`x = 1`) raised ValueError: bad, "quoted"'], isolation="bubblewrap"),
         SubmissionGrade("bob", f"subs/bob/{ATT}.ipynb", "b" * 64, ATT,
-                        [ExerciseGrade("norm", 0, 3, "missing", ["function `norm` not found"])]),
+                        [ExerciseGrade("norm", 0, 3, Status.MISSING, ["function `norm` not found"])]),
     ]
 
 
-def test_without_new_options_the_csv_is_byte_identical_to_before(tmp_path):
-    """Bytes written by the gradebook code before the move (grade.write_gradebook) for the same grades."""
+def test_without_options_the_csv_layout_is_exactly_this(tmp_path):
+    """One column per exercise (numbered where two assignments share an id), then totals, notes, file, sandbox."""
     csv_path, _ = write_gradebook(sample_grades(), tmp_path)
     assert csv_path.read_bytes() == (
-        b'student,assignment,01:norm,cosine_matrix,02:norm,total,max,notes,file\r\n'
+        b'student,assignment,01:norm,cosine_matrix,02:norm,total,max,notes,file,sandbox\r\n'
         b'alice,01_similarity_exercises,1,0,,1,3,"cell 3 (`x = 1`) raised ValueError: bad, ""quoted""",'
-        b'subs/alice_01_similarity_exercises.ipynb\r\n'
-        b'bob,02_attention_exercises,,,0,0,3,,subs/bob/02_attention_exercises.ipynb\r\n')
+        b'subs/alice_01_similarity_exercises.ipynb,bubblewrap\r\n'
+        b'bob,02_attention_exercises,,,0,0,3,,subs/bob/02_attention_exercises.ipynb,\r\n')
     assert not (tmp_path / "grades_canvas.csv").exists()
     assert build_rows(sample_grades())[0].grade == sample_grades()[0]
 
@@ -97,7 +91,7 @@ def test_roster_rows_for_missing_students_and_off_roster_submissions(tmp_path, c
 ])
 def test_roster_name_matching(tmp_path, submitted, roster_line):
     roster = read_roster(roster_file(tmp_path, f"student,email,id\n{roster_line}\n"))
-    g = SubmissionGrade(submitted, f"{submitted}.ipynb", "", SIM, [ExerciseGrade("norm", 1, 1, "passed")])
+    g = SubmissionGrade(submitted, f"{submitted}.ipynb", "", SIM, [ExerciseGrade("norm", 1, 1, Status.PASSED)])
     rows = build_rows([g], roster)
     assert [(r.grade.student, r.roster) for r in rows] == [(roster[0].student, "on roster")]
 
@@ -107,7 +101,7 @@ def test_a_roster_without_a_student_column_is_refused(tmp_path):
         read_roster(roster_file(tmp_path, "name,email\nAlice,a@uni.edu\n"))
     submission = tmp_path / "alice.ipynb"
     submission.write_text("{}", encoding="utf-8")
-    assert grade.main([str(submission), "--roster", str(tmp_path / "none.csv")]) == 2  # before any grading
+    assert cli.main([str(submission), "--roster", str(tmp_path / "none.csv")]) == 2  # before any grading
 
 
 def test_canvas_csv_layout(tmp_path):

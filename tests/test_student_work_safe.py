@@ -11,7 +11,8 @@ import pytest
 from course_files import SOLUTIONS
 from course_tools import execute, exercises, testrun
 from course_tools.exercises import MANIFEST_NAME, generate
-from course_tools.grade import SubmissionGrade, write_gradebook
+from course_tools.grading.gradebook import write_gradebook
+from course_tools.grading.results import SubmissionGrade
 
 
 def snapshot(folder):

@@ -1,6 +1,6 @@
-"""Start a command under resource limits: the wrapper the grader launches each submission's kernel through.
+"""Start a command under resource limits: the last step before a submission's kernel starts (inside the sandbox).
 
-    python course_tools/sandbox.py --memory-mb 4096 --cpu-seconds 600 --file-mb 64 -- python -m ipykernel_launcher …
+    python course_tools/grading/limits.py --memory-mb 4096 --cpu-seconds 600 --file-mb 64 -- python -m ipykernel …
 
 It sets the limits on its own process, then replaces itself with the command (``os.execvp``), so the kernel keeps the
 same process id (interrupts from the grader reach it) and inherits the limits:
@@ -71,7 +71,7 @@ def apply_limits(limits: Limits) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="sandbox.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="limits.py", description=__doc__.split("\n")[0])
     parser.add_argument("--memory-mb", type=int, required=True)
     parser.add_argument("--cpu-seconds", type=int, required=True)
     parser.add_argument("--file-mb", type=int, required=True)
