@@ -11,8 +11,8 @@ import threading
 import time
 
 from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
-from .browser import install_chromium_on_ci
 from .notebook_matrix import MATRIX_VARIABLE, describe
+from .system_packages import install_missing_on_ci
 
 STEPS = ("lint", "notebooks", "unit")  # the order they run in
 MAX_UNIT_WORKERS = 4  # each worker imports torch and starts kernels: more rarely pays on a laptop
@@ -72,6 +72,16 @@ def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[s
     }
 
 
+def prepare_site_environment() -> None:
+    """Make or update ``.venv-site``, with which the unit step's site tests build the website (tests/test_site.py)."""
+    command = [sys.executable, str(ROOT / "course.py"), "site", "--prepare"]
+    # Output kept until it matters: this runs while another step prints.
+    result = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        print(f"{result.stdout}\n[course] the site's environment .venv-site could not be made: the site tests will "
+              "be skipped (on CI they fail).", flush=True)
+
+
 def announce(name: str, command: list[str]) -> None:
     print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
     if name == "notebooks":
@@ -100,17 +110,20 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("PYTHONHASHSEED", "0")
 
     steps = {name: spec for name, spec in step_commands(args).items() if not args.only or name in args.only}
-    # On CI the browser test (unit step) may need Chromium installed: that happens while the notebook step runs.
-    chromium = threading.Thread(target=install_chromium_on_ci)
+    # On CI the unit step may need Chromium and bubblewrap installed: that happens while the notebook step runs.
+    packages = threading.Thread(target=install_missing_on_ci)
+    site_environment = threading.Thread(target=prepare_site_environment)  # beside the notebook step too
     if "unit" in steps:
-        chromium.start()
+        packages.start()
+        site_environment.start()
     results: dict[str, tuple[int, float]] = {}
     for name in STEPS:
         if name not in steps:
             continue
         command, env = steps[name]
         if name == "unit":
-            chromium.join()
+            packages.join()
+            site_environment.join()
         announce(name, command)
         started = time.perf_counter()
         code = subprocess.call(command, cwd=ROOT, env=env)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from grading_cases import sandbox_or_skip
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -48,3 +50,10 @@ def test_train_gpt_reports_held_out_loss_and_speed():
     assert float(values["seconds"]) > 0 and float(values["steps_per_s"]) > 0
     assert float(values["speed_vs_reference"]) > 0  # our step rate over nanoGPT-shaped PyTorch modules'
     assert int(values["steps"]) == 20 and values["goal_met"] == "false"
+
+
+def test_grading_benchmark_grades_the_class_with_and_without_the_sandbox():
+    sandbox_or_skip()
+    values = last_line_values("grading_sandbox.py")
+    assert int(values["submissions"]) == 4
+    assert float(values["sandboxed_s"]) > 0 and float(values["unsandboxed_s"]) > 0

@@ -16,12 +16,13 @@ from nbgrader.preprocessors import ClearSolutions
 
 from course_files import SOLUTIONS, short
 from course_tools.exercises import render_exercise
-from course_tools.grading import cli, scoring
+from course_tools.grading import class_run as class_runner
+from course_tools.grading import cli, isolation, scoring
 from course_tools.grading.assignments import identify_assignment, load_assignments
 from course_tools.grading.gradebook import write_gradebook
 from course_tools.grading.isolation import Isolation, find_isolation
 from course_tools.grading.limits import Limits, limits_supported, wrap_command
-from course_tools.grading.results import Status
+from course_tools.grading.results import Status, SubmissionGrade
 from course_tools.grading.solution_format import check_call_parts
 from course_tools.grading.submissions import Submission, student_name
 from course_tools.notebook_files import read_notebook
@@ -363,3 +364,45 @@ def test_nbgrader_clear_solutions_makes_the_same_stubs(solution):
     ours = nbformat.reads(render_exercise(nb, name=solution.name), as_version=4)
     assert [c.source for c in theirs.cells if c.cell_type == "code"] == [
         c.source for c in ours.cells if c.cell_type == "code"]
+
+
+# -- no sandbox, dying workers ----------------------------------------------------------------------------------
+
+
+def test_without_a_sandbox_grading_refuses_unless_told(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "find_isolation", lambda: None)
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
+    solution = next(p for p in SOLUTIONS if p.stem == SIMILARITY)
+    submission = save(tmp_path / "alice" / solution.name, solution.read_bytes())
+    assert cli.main([str(submission), "--out", str(tmp_path / "out")]) == 4
+    message = capsys.readouterr().err
+    assert "REFUSED" in message and "apt-get install bubblewrap" in message and "--unsandboxed" in message
+    assert not (tmp_path / "out").exists()
+    assert cli.main([str(submission), "--out", str(tmp_path / "out"), "--unsandboxed", "--jobs", "1"]) == 0
+    rows = list(csv.DictReader((tmp_path / "out" / "grades.csv").open(encoding="utf-8")))
+    assert [(r["student"], r["sandbox"]) for r in rows] == [("alice", "none (--unsandboxed)")]
+    assert "WARNING: grading WITHOUT a sandbox" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("system, expected", [("Darwin", "the sandbox needs Linux"),
+                                              ("Windows", "the sandbox needs Linux")])
+def test_the_refusal_names_what_is_missing(monkeypatch, system, expected):
+    monkeypatch.setattr(isolation.platform, "system", lambda: system)
+    assert expected in isolation.why_no_sandbox()
+
+
+def _grade_or_die(submission, settings, chosen):
+    """Stands in for grade_submission in the workers: the file named crash_* kills its worker process."""
+    if submission.path.name.startswith("crash"):
+        os._exit(1)
+    return SubmissionGrade(submission.student, str(submission.path), "", SIMILARITY, isolation=chosen.name)
+
+
+def test_a_dying_worker_costs_only_its_own_submission(monkeypatch, tmp_path):
+    monkeypatch.setattr(class_runner, "grade_submission", _grade_or_die)
+    names = ["alice", "crash_mallory", "bob", "carol"]
+    submissions = [Submission(tmp_path / f"{name}.ipynb", b"{}", None) for name in names]
+    grades = class_runner.grade_class(submissions, FAST, Isolation(bwrap=None), jobs=2, progress=False)
+    assert [g.student for g in grades] == names
+    assert [g.notes[:1] == [] for g in grades] == [True, False, True, True]
+    assert "worker process died" in grades[1].notes[0]

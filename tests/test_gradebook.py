@@ -75,9 +75,10 @@ def test_roster_rows_for_missing_students_and_off_roster_submissions(tmp_path, c
     assert missing.max_points == 3 and missing.notes == [NO_SUBMISSION]
     csv_path, json_path = write_gradebook(rows, tmp_path / "out")
     csv_rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
-    assert [(r["student"], r["roster"], r["total"]) for r in csv_rows] == [
-        ("Alice", "on roster", "1"), ("Alice", NO_SUBMISSION, "0"), ("Carol Smith", NO_SUBMISSION, "0"),
-        ("Carol Smith", NO_SUBMISSION, "0"), ("bob", NOT_ON_ROSTER, "0")]
+    assert [(r["student"], r["roster"], r["total"], r["sandbox"]) for r in csv_rows] == [
+        ("Alice", "on roster", "1", "bubblewrap"), ("Alice", NO_SUBMISSION, "0", ""),
+        ("Carol Smith", NO_SUBMISSION, "0", ""), ("Carol Smith", NO_SUBMISSION, "0", ""),
+        ("bob", NOT_ON_ROSTER, "0", "")]  # nothing ran for a missing submission
     assert json.loads(json_path.read_text(encoding="utf-8"))[4]["roster"] == NOT_ON_ROSTER
     print_summary(rows)
     assert "WARNING: 'bob'" in capsys.readouterr().out

@@ -64,11 +64,12 @@ class KernelRun:
 
 
 class SealedKernelManager(AsyncKernelManager):
-    """A kernel started through ``Isolation.kernel_command``, talking over IPC, interrupted by message."""
+    """A kernel started through ``Isolation.kernel_command`` (over IPC in the sandbox), interrupted by message."""
 
     def __init__(self, isolation: Isolation, workdir: Path, limits: Limits, **kwargs: Any):
-        super().__init__(kernel_name="python3", transport="ipc", ip=str(workdir / "k"),
-                         connection_file=str(workdir / "kernel.json"), **kwargs)
+        # Without a sandbox, TCP on localhost: IPC sockets are not available on every platform (Windows).
+        channels = {"transport": "ipc", "ip": str(workdir / "k")} if isolation.bwrap else {"transport": "tcp"}
+        super().__init__(kernel_name="python3", connection_file=str(workdir / "kernel.json"), **channels, **kwargs)
         self.isolation, self.workdir, self.limits = isolation, workdir, limits
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:

@@ -70,7 +70,7 @@ def missing_grade(entry: RosterEntry, like: SubmissionGrade) -> SubmissionGrade:
     exercises = [replace(e, points=0, status=Status.NOT_GRADED, lines=[NO_SUBMISSION], checks_passed=0, checks_total=0)
                  for e in like.exercises]
     return replace(like, student=entry.student, file="", sha256="", exercises=exercises, notes=[NO_SUBMISSION],
-                   seconds=0.0, library_changed=False)
+                   seconds=0.0, library_changed=False, isolation="")
 
 
 def roster_rows(grades: list[SubmissionGrade], roster: list[RosterEntry]) -> list[Row]:

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from course_tools import NOTEBOOKS_DIR, ROOT
-from course_tools.browser import BROWSER_ENV_VAR, find_chromium, on_ci
+from course_tools.browser import BROWSER_ENV_VAR, find_chromium
 from course_tools.notebook_files import clear_outputs, notebooks_in, read_notebook, write_notebook
+from course_tools.system_packages import on_ci
 
 SERVER_START_TIMEOUT_S = 120
 CHROMIUM_ARGS = [
