@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV_DIR = ROOT / ".venv"
 TEST_REQUIREMENTS = "requirements-test.txt"  # test tools, beyond the learner's environment
+SITE_REQUIREMENTS = "requirements-site.txt"  # the website builder, in an environment of its own
+SITE_VENV_DIR = ROOT / ".venv-site"
 COMMANDS_NEEDING_TEST_TOOLS = ("test", "screenshots")
 FIRST_LESSON = Path("notebooks") / "00_start_here.ipynb"
 MIN_PYTHON = (3, 11)
@@ -29,11 +31,11 @@ def say(message: str) -> None:
     print(f"[course] {message}", flush=True)
 
 
-def venv_python() -> Path:
+def venv_python(venv_dir: Path = VENV_DIR) -> Path:
     """The virtual environment's interpreter on Windows, macOS and Linux."""
     if os.name == "nt":
-        return VENV_DIR / "Scripts" / "python.exe"
-    return VENV_DIR / "bin" / "python"
+        return venv_dir / "Scripts" / "python.exe"
+    return venv_dir / "bin" / "python"
 
 
 def install_fingerprint(requirements: str) -> str:
@@ -44,12 +46,12 @@ def install_fingerprint(requirements: str) -> str:
     return digest.hexdigest()
 
 
-def stamp_file(requirements: str) -> Path:
-    return VENV_DIR / f"course-installed-{Path(requirements).stem}.stamp"
+def stamp_file(requirements: str, venv_dir: Path = VENV_DIR) -> Path:
+    return venv_dir / f"course-installed-{Path(requirements).stem}.stamp"
 
 
-def _stamp_matches(requirements: str) -> bool:
-    stamp = stamp_file(requirements)
+def _stamp_matches(requirements: str, venv_dir: Path) -> bool:
+    stamp = stamp_file(requirements, venv_dir)
     return stamp.exists() and stamp.read_text().strip() == install_fingerprint(requirements)
 
 
@@ -57,35 +59,38 @@ def run(command: list[str | Path], cwd: Path = ROOT, **kwargs) -> int:
     return subprocess.call([str(part) for part in command], cwd=cwd, **kwargs)
 
 
-def ensure_environment(requirement_files: tuple[str, ...]) -> Path:
-    """Create or update ``.venv`` so it holds what the requirement files pin, plus the course packages.
+def ensure_environment(requirement_files: tuple[str, ...], venv_dir: Path = VENV_DIR,
+                       course_packages: bool = True) -> Path:
+    """Create or update ``venv_dir`` so it holds what the requirement files pin, plus (``course_packages``) the
+    course packages installed in editable mode.
 
     Each file is installed again only when it (or pyproject.toml, or the Python version) changed since last time.
     """
     if sys.version_info < MIN_PYTHON:
         needed = ".".join(map(str, MIN_PYTHON))
         sys.exit(f"[course] Python {needed} or newer is needed; this is {sys.version.split()[0]}.")
-    python = venv_python()
+    python = venv_python(venv_dir)
     if not python.exists():
-        say(f"creating the virtual environment {VENV_DIR.name}/ (once)")
-        venv.EnvBuilder(with_pip=True, clear=VENV_DIR.exists()).create(VENV_DIR)
+        say(f"creating the virtual environment {venv_dir.name}/ (once)")
+        venv.EnvBuilder(with_pip=True, clear=venv_dir.exists()).create(venv_dir)
     # pip byte-compiles what it installs on one core; compile_packages does it on every core afterwards.
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
-    stale = [name for name in requirement_files if not _stamp_matches(name)]
+    stale = [name for name in requirement_files if not _stamp_matches(name, venv_dir)]
     if stale:
         size = " (the first time takes a minute or two: about 1.3 GB)" if "requirements.txt" in stale else ""
-        say(f"installing {' and '.join(stale)} into {VENV_DIR.name}/{size}")
+        say(f"installing {' and '.join(stale)} into {venv_dir.name}/{size}")
         if run([*pip, *(part for name in stale for part in ("-r", name))]) != 0:
             sys.exit("[course] installation failed; read pip's message above, then run the command again.")
-        say("installing the course packages (transformer_lib, course_tools) in editable mode")
-        # torch needs setuptools, so the environment already has the build backend: no isolated build needed.
-        if run([*pip, "--no-deps", "--no-build-isolation", "-e", "."]) != 0:
-            sys.exit("[course] installing the course packages failed; read pip's message above.")
+        if course_packages:
+            say("installing the course packages (transformer_lib, course_tools) in editable mode")
+            # torch needs setuptools, so the environment already has the build backend: no isolated build needed.
+            if run([*pip, "--no-deps", "--no-build-isolation", "-e", "."]) != 0:
+                sys.exit("[course] installing the course packages failed; read pip's message above.")
         compile_packages(python)
     for requirements in stale:
-        stamp_file(requirements).write_text(install_fingerprint(requirements) + "\n")
+        stamp_file(requirements, venv_dir).write_text(install_fingerprint(requirements) + "\n")
     if not stale:
-        say(f"environment {VENV_DIR.name}/ is up to date")
+        say(f"environment {venv_dir.name}/ is up to date")
     return python
 
 
@@ -105,6 +110,8 @@ def choose_python(use_current: bool, command: str) -> Path:
     if use_current:
         say(f"using the current interpreter {sys.executable} (no virtual environment)")
         return Path(sys.executable)
+    if command == "site":  # the website builder's own environment: course_tools comes from PYTHONPATH
+        return ensure_environment((SITE_REQUIREMENTS,), SITE_VENV_DIR, course_packages=False)
     requirement_files = ["requirements.txt"]
     if command in COMMANDS_NEEDING_TEST_TOOLS and (ROOT / TEST_REQUIREMENTS).exists():
         requirement_files.append(TEST_REQUIREMENTS)
@@ -160,9 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="re-run lesson or solution notebooks and store their outputs (maintainers)")
     commands.add_parser("exercises", add_help=False,
                         help="generate exercises/ from solutions/ (never overwrites a student's edits)")
+    commands.add_parser("colab-links", add_help=False,
+                        help="write the Open-in-Colab links and Colab setup cells from REPOSITORY_URL (maintainers)")
     commands.add_parser("grade", add_help=False, help="grade submitted exercise notebooks into a gradebook (teachers)")
     commands.add_parser("screenshots", add_help=False,
                         help="refresh the README's pictures in docs/screenshots/ with Chromium (maintainers)")
+    commands.add_parser("site", add_help=False, help="build the course's website from the executed notebooks into "
+                                                     "build/site/ (in its own environment, .venv-site)")
     return parser
 
 

@@ -7,7 +7,8 @@ import sys
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m course_tools {test,execute,exercises,grade,screenshots} [args]", file=sys.stderr)
+        print("usage: python -m course_tools {test,execute,exercises,colab-links,grade,screenshots,site} [args]",
+              file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
     if command == "test":
@@ -16,6 +17,8 @@ def main(argv: list[str]) -> int:
         from .execute import main as run
     elif command == "exercises":
         from .exercises import main as run
+    elif command == "colab-links":
+        from .colab import main as run
     elif command == "grade":
         from .grading.cli import main as run
     elif command == "screenshots":

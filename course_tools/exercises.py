@@ -25,6 +25,7 @@ from pathlib import Path
 import nbformat
 
 from . import EXERCISES_DIR, SOLUTIONS_DIR
+from .colab import for_exercises
 from .grading.solution_format import strip_solutions
 from .notebook_files import clean_metadata, clear_outputs, notebook_text, notebooks_in, read_notebook
 
@@ -32,12 +33,13 @@ MANIFEST_NAME = ".generated.json"
 
 
 def render_exercise(solution: nbformat.NotebookNode, name: str = "notebook") -> str:
-    """The exact text of the exercise notebook generated from a solved notebook."""
+    """The exact text of the exercise notebook generated from a solved notebook (its Colab link pointed at
+    ``exercises/``)."""
     nb = copy.deepcopy(solution)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.source = strip_solutions(cell.source, where=f"{name}, cell {index}")
-    return notebook_text(clear_outputs(clean_metadata(nb)))
+    return notebook_text(clear_outputs(clean_metadata(for_exercises(nb))))
 
 
 def fingerprint(text: str) -> str:

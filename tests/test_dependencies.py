@@ -5,11 +5,16 @@ test command needs live in requirements-test.txt. The README's "Why each package
 """
 
 import re
+from importlib.metadata import requires, version
+
+from packaging.requirements import Requirement
 
 from course_tools import ROOT
 
 LEARNER = ROOT / "requirements.txt"
 TEST_ONLY = ROOT / "requirements-test.txt"
+SITE_ONLY = ROOT / "requirements-site.txt"  # the website builder's own environment, .venv-site
+SITE_TOOLS = {"sphinx", "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline"}
 TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "ruff", "playwright", "nbgrader"}
 # For each pinned package: where the course uses it (files, and a pattern found in one of them).
 USED = {
@@ -31,7 +36,14 @@ USED = {
     "ruff": ("course_tools/testrun.py", r'"ruff", "check"'),
     "playwright": ("tests/browser/*.py", r"from playwright"),
     "nbgrader": ("tests/test_grade.py", r"^from nbgrader"),
+    "sphinx": ("course_tools/site.py", r"from sphinx\.cmd\.build import"),
+    "myst-nb": ("course_tools/site_config/conf.py", r'"myst_nb"'),
+    "sphinx-book-theme": ("course_tools/site_config/conf.py", r'html_theme = "sphinx_book_theme"'),
+    "sphinx-mathjax-offline": ("course_tools/site_config/conf.py", r'"sphinx-mathjax-offline"'),
 }
+# Pinned though the course never imports them: a pinned package's own dependencies, held at the releases made with
+# it. Each maps to the package that requires it.
+COMPANIONS = {"jupyterlab_widgets": "ipywidgets", "widgetsnbextension": "ipywidgets"}
 
 
 def pins(path) -> dict[str, str]:
@@ -48,7 +60,7 @@ def readme_packages() -> set[str]:
 
 
 def test_every_requirement_is_pinned_exactly():
-    for path in (LEARNER, TEST_ONLY):
+    for path in (LEARNER, TEST_ONLY, SITE_ONLY):
         lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
         requirements = [line for line in lines if line]
         assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][\w.]*", line) for line in requirements), requirements
@@ -60,13 +72,33 @@ def test_test_tools_stay_out_of_the_learners_environment():
     assert not TEST_TOOLS & set(pins(LEARNER))
 
 
+def test_the_site_builder_stays_in_its_own_environment():
+    assert set(pins(SITE_ONLY)) == SITE_TOOLS
+    assert not SITE_TOOLS & (set(pins(LEARNER)) | set(pins(TEST_ONLY)))
+
+
 def test_every_pinned_package_is_used():
-    pinned = set(pins(LEARNER)) | set(pins(TEST_ONLY))
-    assert pinned == set(USED), f"say where these are used, or unpin them: {sorted(pinned ^ set(USED))}"
+    pinned = set(pins(LEARNER)) | set(pins(TEST_ONLY)) | set(pins(SITE_ONLY))
+    explained = set(USED) | set(COMPANIONS)
+    assert pinned == explained, f"say where these are used, or unpin them: {sorted(pinned ^ explained)}"
     for package, (pattern, usage) in USED.items():
         texts = [path.read_text(encoding="utf-8") for path in ROOT.glob(pattern)]
         assert any(re.search(usage, text, re.MULTILINE) for text in texts), f"{package}: {usage!r} not in {pattern}"
 
 
 def test_the_readme_explains_exactly_the_pinned_packages():
-    assert readme_packages() == set(pins(LEARNER)) | set(pins(TEST_ONLY))
+    assert readme_packages() == set(pins(LEARNER)) | set(pins(TEST_ONLY)) | set(pins(SITE_ONLY))
+
+
+def test_companions_are_required_by_their_package_and_pinned_within_its_range():
+    """ipywidgets 8.1.8 needs jupyterlab_widgets ~=3.0.15 and widgetsnbextension ~=4.0.14: the pins must satisfy
+    the installed package's own requirement (else pip would refuse or pick other versions)."""
+    learner = pins(LEARNER)
+    for companion, parent in COMPANIONS.items():
+        assert companion in learner and parent in learner, f"pin {companion} beside {parent} in requirements.txt"
+        assert version(parent) == learner[parent], f"{parent} {version(parent)} is installed: install requirements.txt"
+        wanted = [Requirement(line) for line in requires(parent) or []]
+        matching = [r for r in wanted if r.name.replace("-", "_") == companion.replace("-", "_") and not r.marker]
+        assert matching, f"{parent} {learner[parent]} no longer requires {companion}: unpin it"
+        assert matching[0].specifier.contains(learner[companion]), (
+            f"{companion}=={learner[companion]} is outside {parent}'s requirement {matching[0]}")

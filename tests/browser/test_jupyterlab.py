@@ -73,8 +73,9 @@ WIDGET_VIEW = ".jp-OutputArea-output:has(> .jupyter-widgets)"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 RUN_ALL_TIMEOUT_MS = 300_000  # a lesson runs in under a minute on 2 idle cores; allow for a busy machine
 UI_TIMEOUT_MS = 60_000
-# A widget that did not render shows its text repr, e.g. "VBox(children=(FloatLogSlider(value=1.0, ...".
-WIDGET_REPR = re.compile(r"^\s*[A-Z]\w*\((children|value|layout|description)=")
+# A widget that did not render shows its text repr, e.g. "VBox(children=(FloatLogSlider(value=1.0, ...", or a
+# LessonWidget's fallback text "Interactive widget (temperature): ...".
+WIDGET_REPR = re.compile(r"^\s*([A-Z]\w*\((children|value|layout|description)=|Interactive widget \()")
 # What a widget displays (plots, HTML read-outs, Output-widget content), not its controls' own read-outs.
 DISPLAYED_JS = """widget => [
     ...Array.from(widget.querySelectorAll('img'), img => img.src),

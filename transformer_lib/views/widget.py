@@ -7,10 +7,19 @@ A builder function (e.g. ``sampling_widget``) returns a :class:`LessonWidget` ma
 - ``readout``: one line of HTML under the controls, a ``str.format`` template filled from the state, e.g.
   ``"largest weight <b>{largest:.3f}</b>"``.
 - ``draw(state, figure)``: draws on a fresh ``matplotlib.figure.Figure`` (leave it out for a widget without a plot).
+
+Where widgets do not run, a displayed ``LessonWidget`` still shows something: its display data carries, beside the
+widget view, a still picture of it (``image/png``) and one line of text (``text/plain``), and each front end shows
+the richest type it can (JupyterLab the live widget; nbconvert and a static website, which have no widget state, the
+picture).
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import re
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,6 +29,22 @@ from matplotlib.figure import Figure
 from .plots import figure_to_png
 
 State = dict[str, Any]
+
+STILL_TEXT_WIDTH = 14  # characters of the still picture's text per inch of figure width
+STILL_LINE_INCHES = 0.2  # height of one line of that text
+
+
+def _shown_value(control: widgets.ValueWidget) -> str:
+    """A control's value as a reader would say it: "on"/"off", 1.0 as "1", a word as itself."""
+    value = control.value
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _plain_text(markup: str) -> str:
+    """The text of a line of HTML: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 class LessonWidget(widgets.VBox):
@@ -63,6 +88,44 @@ class LessonWidget(widgets.VBox):
         errors = widgets.interactive_output(self._show, self.controls)  # shows the current values at once
         parts = [*self.controls.values(), self.readout, self.plot, errors]
         super().__init__([part for part in parts if part is not None])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """What the notebook stores when the widget is displayed: the widget view, which JupyterLab, VS Code and
+        Colab draw live, then for front ends without live widgets a still picture and a line of text.
+
+        The text names only the controls, so it reads the same on every machine; the picture (nbval does not
+        compare images) shows the controls' values, the read-out and the figure as they are when displayed.
+        """
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["image/png"] = base64.b64encode(self.still_png()).decode("ascii")
+        bundle["text/plain"] = self.fallback_text()
+        return bundle
+
+    def fallback_text(self) -> str:
+        """One line saying what this widget is and what it needs: shown where neither widgets nor pictures are."""
+        names = ", ".join(control.description for control in self.controls.values())
+        return (f"Interactive widget ({names}): it runs in a live Jupyter kernel with ipywidgets; where widgets "
+                "cannot be shown, a still picture of it stands in.")
+
+    def still_png(self) -> bytes:
+        """A PNG of the widget as it is now: a note, the controls' values and the read-out above its figure."""
+        width = self._figsize[0]
+        settings = "controls: " + " · ".join(f"{c.description} = {_shown_value(c)}" for c in self.controls.values())
+        lines = [
+            "Still picture of an interactive widget: run the notebook in Jupyter to move its controls.",
+            *textwrap.wrap(settings, int(STILL_TEXT_WIDTH * width)),
+            *textwrap.wrap(_plain_text(self.readout.value), int(STILL_TEXT_WIDTH * width)),
+        ]
+        text = "\n".join(lines).replace("$", r"\$")  # a dollar sign is text here, not matplotlib's math mode
+        text_height = STILL_LINE_INCHES * len(lines)
+        if self._draw is None:
+            figure = Figure(figsize=(width, text_height))
+            figure.text(0.0, 1.0, text, ha="left", va="top", fontsize=9, linespacing=1.4)
+        else:
+            figure = Figure(figsize=(width, self._figsize[1] + text_height), layout="constrained")
+            self._draw(self.state, figure)
+            figure.suptitle(text, x=0.0, ha="left", fontsize=9, linespacing=1.4)
+        return figure_to_png(figure)
 
     def _show(self, **values: Any) -> None:
         """Recompute the state from the controls' values, then the read-out and the figure."""
