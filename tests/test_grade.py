@@ -19,7 +19,7 @@ from course_tools.exercises import render_exercise
 from course_tools.grading import class_run as class_runner
 from course_tools.grading import cli, isolation, scoring
 from course_tools.grading.assignments import identify_assignment, load_assignments
-from course_tools.grading.gradebook import write_gradebook
+from course_tools.grading.gradebook import column_names, write_gradebook
 from course_tools.grading.isolation import Isolation, find_isolation
 from course_tools.grading.limits import Limits, limits_supported, wrap_command
 from course_tools.grading.results import Status, SubmissionGrade
@@ -314,10 +314,11 @@ def test_gradebook_files(class_run, tmp_path):
     grades, _ = class_run
     csv_path, json_path = write_gradebook(list(grades.values()), tmp_path)
     rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    titles = {(a, e): title for a, e, title in column_names(list(grades.values()))}  # "06:parameter_count" if shared
     assert len(rows) == len(grades)
     for row, g in zip(rows, grades.values(), strict=True):
         assert int(row["total"]) == g.total and int(row["max"]) == g.max_points
-        assert sum(int(row[e.id]) for e in g.exercises) == g.total
+        assert sum(int(row[titles[g.assignment, e.id]]) for e in g.exercises) == g.total
     records = json.loads(json_path.read_text(encoding="utf-8"))
     assert all(isinstance(e["lines"], list) for r in records for e in r["exercises"])
 
