@@ -14,10 +14,10 @@ import nbformat
 import pytest
 from nbgrader.preprocessors import ClearSolutions
 
-from course_files import SOLUTIONS, short
+from course_files import EXERCISES, SOLUTIONS, short
 from course_tools.exercises import render_exercise
 from course_tools.grading import class_run as class_runner
-from course_tools.grading import cli, isolation, scoring
+from course_tools.grading import cli, isolation, review, scoring
 from course_tools.grading.assignments import identify_assignment, load_assignments
 from course_tools.grading.gradebook import column_names, write_gradebook
 from course_tools.grading.isolation import Isolation, find_isolation
@@ -407,3 +407,38 @@ def test_a_dying_worker_costs_only_its_own_submission(monkeypatch, tmp_path):
     assert [g.student for g in grades] == names
     assert [g.notes[:1] == [] for g in grades] == [True, False, True, True]
     assert "worker process died" in grades[1].notes[0]
+
+
+# -- flags for review ---------------------------------------------------------------------------------------------
+
+
+def test_no_course_notebook_is_flagged_for_review():
+    for path in [*SOLUTIONS, *EXERCISES]:
+        assert review.tampering_in(read_notebook(path)) == [], path
+
+
+@pytest.mark.parametrize("code, kind", [
+    ("import sys\nsys.modules['x'] = None", "sys.modules"),
+    ("import builtins\nbuiltins.print = len", "builtins"),
+    ("__builtins__.print = len", "builtins"),
+    ("m = __import__('json')", "__import__ or importlib"),
+    ("import importlib\nimportlib.reload(torch)", "__import__ or importlib"),
+    ("import transformer_lib.checks._feedback as f", "the course's check code"),
+    ("import course_tools", "the course's check code"),
+    ("import inspect\ninspect.stack()", "frames or the garbage collector"),
+    ("import gc\ngc.get_objects()", "frames or the garbage collector"),
+    ("sys.settrace(None)", "tracing or audit hooks"),
+    ("import ctypes", "ctypes"),
+    ("torch.allclose = lambda *a, **k: True", "replaced library functions"),
+    ("np.testing.assert_allclose = print", "replaced library functions"),
+])
+def test_ways_to_tamper_with_the_checks_are_flagged(code, kind):
+    nb = with_cells(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# x")]), code)
+    assert review.tampering_in(nb) == [kind]
+    assert review.review_note(nb).startswith(f"review by hand: the code uses {kind},")
+
+
+def test_comparisons_and_ordinary_code_are_not_flagged():
+    nb = with_cells(nbformat.v4.new_notebook(), "ok = torch.allclose(a, b) == True\nx = np.zeros(3)\nimport sys",
+                    "from transformer_lib.checks import ex01_similarity as check")
+    assert review.tampering_in(nb) == [] and review.review_note(nb) is None

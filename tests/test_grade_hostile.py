@@ -14,6 +14,7 @@ import secrets
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from course_tools.grading.assignments import load_assignments
 from course_tools.grading.gradebook import build_rows, write_gradebook
 from course_tools.grading.isolation import BUBBLEWRAP, Isolation
 from course_tools.notebook_files import read_notebook
-from grading_cases import SIMILARITY, grade_paths, sandbox_or_skip, save, with_cells
+from grading_cases import SIMILARITY, grade_paths, replace_solution, sandbox_or_skip, save, with_cells
 
 TOKEN = f"hostile-{secrets.token_hex(8)}"
 
@@ -69,6 +70,7 @@ def host_address() -> str:
 def attacks(targets: dict) -> dict[str, list[str]]:
     """Each hostile submission's extra cells, given the paths and services to attack."""
     t = {key: repr(str(value)) if isinstance(value, Path) else repr(value) for key, value in targets.items()}
+    token = targets["token"]  # marks what the attacks leave behind (files, socket names, processes)
     return {
         "reads_files": [
             f"stolen = []\nfor path in [{t['secret']}, {t['repo_secret']}, {t['honest']}, "
@@ -79,7 +81,7 @@ def attacks(targets: dict) -> dict[str, list[str]]:
         ],
         "writes_outside": [
             f"import shutil\nfor source, target in [({t['secret']}, {t['honest_folder']} + '/stolen.txt'), "
-            f"({t['secret']}, '/tmp/{TOKEN}.txt'), ({t['secret']}, {t['out']} + '/grades.csv')]:\n"
+            f"({t['secret']}, '/tmp/{token}.txt'), ({t['secret']}, {t['out']} + '/grades.csv')]:\n"
             "    try:\n        shutil.copy(source, target)\n    except OSError:\n        pass",
             f"for path in [{t['honest']}, {t['secret']}, {t['library_file']}, {t['course_file']}]:\n"
             "    try:\n        open(path, 'a').write('# changed by a submission')\n    except OSError:\n        pass",
@@ -89,14 +91,14 @@ def attacks(targets: dict) -> dict[str, list[str]]:
             f"for name, address in [('loopback', {t['loopback']}), ('host', {t['host']})]:\n"
             "    try:\n        socket.create_connection(address, timeout=3).close()\n        reached.append(name)\n"
             "    except OSError:\n        pass\n"
-            f"for name, path in [('socket file', {t['unix_socket']}), ('abstract socket', '\\0{TOKEN}')]:\n"
+            f"for name, path in [('socket file', {t['unix_socket']}), ('abstract socket', '\\0{token}')]:\n"
             "    try:\n        socket.socket(socket.AF_UNIX).connect(path)\n        reached.append(name)\n"
             "    except OSError:\n        pass\n"
             "assert not reached, reached",
         ],
         "leaves_processes": [
             "import subprocess, sys\n"
-            f"children = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{TOKEN}'], "
+            f"children = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{token}'], "
             "start_new_session=True) for _ in range(40)]",
         ],
         "kills_grader": [
@@ -107,8 +109,26 @@ def attacks(targets: dict) -> dict[str, list[str]]:
     }
 
 
+FAKE_MARKS = (  # replaces the grader's in-kernel reporter with one that says every check passed
+    "import sys, types\n"
+    "fake = types.ModuleType('course_tools.grading.in_kernel')\n"
+    "fake.report = lambda namespace, module, call, needs, marker: print(\n"
+    "    marker + '{\"result\": {\"ok\": true, \"lines\": [], \"passed\": 1, \"total\": 1}}')\n"
+    "sys.modules['course_tools.grading.in_kernel'] = fake"
+)
+
+
 def snapshot(*paths: Path) -> dict[Path, str]:
     return {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
+
+
+def processes_outliving(token: str, grace_s: float = 10.0) -> list[int]:
+    """The processes still holding ``token`` once ``grace_s`` seconds have passed: the sandbox's processes are killed
+    when its first process dies, a moment after the grader kills it, not in the same instant."""
+    deadline = time.monotonic() + grace_s
+    while (alive := processes_holding(token)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
 
 
 def processes_holding(token: str) -> list[int]:
@@ -135,13 +155,16 @@ def hostile_run(tmp_path_factory):
     library_file = save(ROOT / "transformer_lib" / f".{TOKEN}-decoy.txt", "part of the course library\n")
     unix_servers = [unix_listener(str(root / "service.sock")), unix_listener(f"\0{TOKEN}")]  # a file, abstract
     loopback, host = Listener("127.0.0.1"), Listener(host_address())
-    targets = {"secret": secret, "repo_secret": repo_secret, "honest": honest, "honest_folder": honest.parent,
+    targets = {"token": TOKEN, "secret": secret, "repo_secret": repo_secret, "honest": honest,
+               "honest_folder": honest.parent,
                "out": root / "out", "library_file": library_file, "course_file": repo_secret,
                "loopback": loopback.address, "host": host.address, "unix_socket": root / "service.sock"}
     watched = snapshot(honest, secret, library_file, repo_secret)
     nb = read_notebook(solution)
     paths = [honest] + [save(root / "submissions" / name / solution.name, with_cells(nb, *cells))
                         for name, cells in attacks(targets).items()]
+    faker = with_cells(replace_solution(nb, "norm", "return v.sum()"), FAKE_MARKS)
+    paths.append(save(root / "submissions" / "fakes_its_marks" / solution.name, faker))
     try:
         grades = grade_paths(paths, load_assignments(), isolation)
         write_gradebook(build_rows(grades), root / "out")
@@ -151,7 +174,7 @@ def hostile_run(tmp_path_factory):
         library_file.unlink()
         for server in unix_servers:
             server.close()
-    leftover = processes_holding(TOKEN)
+    leftover = processes_outliving(TOKEN)
     return {g.student: g for g in grades}, root, changed, (loopback, host), leftover
 
 
@@ -190,7 +213,7 @@ def test_no_socket_of_the_host_can_be_reached(hostile_run):
 def test_the_grader_survives_and_no_process_is_left_behind(hostile_run):
     grades, _, _, _, leftover = hostile_run
     assert set(grades) == {"honest", "reads_files", "writes_outside", "reaches_network", "leaves_processes",
-                           "kills_grader"}
+                           "kills_grader", "fakes_its_marks"}
     assert grades["leaves_processes"].total == grades["leaves_processes"].max_points
     assert grades["kills_grader"].total == grades["kills_grader"].max_points  # it could kill nothing, not even itself
     assert leftover == []
@@ -201,14 +224,16 @@ def test_the_attacks_are_real_without_the_sandbox(tmp_path):
     solution = next((p for p in SOLUTIONS if p.stem == SIMILARITY), None)
     if solution is None:
         pytest.skip(f"solutions/{SIMILARITY}.ipynb not written yet")
+    token = f"unsandboxed-{secrets.token_hex(8)}"  # not TOKEN: its leftovers are its own
     honest = save(tmp_path / "submissions" / "honest" / solution.name, solution.read_bytes())
-    secret = save(tmp_path / "teacher_home" / "secret.txt", f"{TOKEN} teacher's secret")
+    secret = save(tmp_path / "teacher_home" / "secret.txt", f"{token} teacher's secret")
     decoys = [save(tmp_path / "course" / name, "x = 1\n") for name in ("__init__.py", "README.md")]
     loopback = Listener("127.0.0.1")
-    targets = {"secret": secret, "repo_secret": secret, "honest": honest, "honest_folder": honest.parent,
+    targets = {"token": token, "secret": secret, "repo_secret": secret, "honest": honest,
+               "honest_folder": honest.parent,
                "out": tmp_path / "out", "library_file": decoys[0], "course_file": decoys[1],
                "loopback": loopback.address, "host": loopback.address, "unix_socket": tmp_path / "service.sock"}
-    unix_servers = [unix_listener(str(tmp_path / "service.sock")), unix_listener(f"\0{TOKEN}")]
+    unix_servers = [unix_listener(str(tmp_path / "service.sock")), unix_listener(f"\0{token}")]
     chosen = {name: cells for name, cells in attacks(targets).items() if name != "kills_grader"}
     paths = [save(tmp_path / "submissions" / name / solution.name, with_cells(read_notebook(solution), *cells))
              for name, cells in chosen.items()]
@@ -218,11 +243,23 @@ def test_the_attacks_are_real_without_the_sandbox(tmp_path):
     finally:
         for server in unix_servers:
             server.close()
-        left = processes_holding(TOKEN)
+        left = processes_holding(token)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
-    assert any(TOKEN in note for note in grades["reads_files"].notes)
+    assert any(token in note for note in grades["reads_files"].notes)
     assert snapshot(*watched) != watched and (honest.parent / "stolen.txt").exists()
     reached = next(note for note in grades["reaches_network"].notes if "AssertionError" in note)
     assert loopback.accepted >= 1 and reached.endswith("['loopback', 'host', 'socket file', 'abstract socket']")
     assert left
+
+
+def test_a_submission_can_fake_its_own_marks_but_is_flagged_for_review(hostile_run):
+    """The limit the README states: code in the kernel can fake its own checks (a wrong norm passes here); the
+    gradebook says so, and no one else's grade moves (the honest one above keeps its own marks)."""
+    grades, *_ = hostile_run
+    faker = grades["fakes_its_marks"]
+    assert faker.total == faker.max_points  # faked: its norm is wrong
+    assert any(note.startswith("review by hand: the code uses sys.modules, the course's check code")
+               for note in faker.notes), faker.notes
+    flagged = [name for name, g in grades.items() if any(n.startswith("review by hand") for n in g.notes)]
+    assert flagged == ["fakes_its_marks"]

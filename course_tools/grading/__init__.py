@@ -2,7 +2,8 @@
 
 ``solution_format`` (the solved-notebook format) → ``assignments`` (what each exercise checks) → ``submissions``
 (files read into memory, students named) → ``isolation`` + ``limits`` (the sandbox) → ``kernel`` (run cells in one
-sealed-off kernel) with ``in_kernel`` (the check, inside it) → ``scoring`` (outputs into points and feedback) →
-``class_run`` (a whole class, in parallel, with progress) → ``roster`` + ``gradebook`` (the files) ← ``cli``.
-Nothing is imported here, so the kernel can import ``in_kernel`` and ``limits`` without the rest.
+sealed-off kernel) with ``in_kernel`` (the check, inside it) → ``scoring`` (outputs into points and feedback) and
+``review`` (flags for a look by hand) → ``class_run`` (a whole class, in parallel, with progress) → ``roster`` +
+``gradebook`` (the files) ← ``cli``. Nothing is imported here, so the kernel can import ``in_kernel`` and ``limits``
+without the rest.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from tqdm import tqdm
 
@@ -20,8 +21,11 @@ from .submissions import Submission
 
 
 def crashed_grade(submission: Submission, error: BaseException, isolation: Isolation) -> SubmissionGrade:
-    """0 points and a note, for a submission whose grading process died even when graded alone."""
-    reason = f"the grader's worker process died while grading this file ({type(error).__name__}): grade it alone"
+    """0 points and a note, for a submission whose grading failed even when graded alone (its worker died, or the
+    grader itself raised)."""
+    reason = (f"the grader's worker process died while grading this file ({type(error).__name__}): grade it alone"
+              if isinstance(error, BrokenProcessPool) else f"the grader failed on this file: {type(error).__name__}: "
+              f"{error} (please report it)")
     exercises = [ExerciseGrade(e.id, 0, e.points, Status.NOT_GRADED, [reason])
                  for e in (submission.assignment.exercises if submission.assignment else ())]
     return SubmissionGrade(student=submission.student, file=str(submission.path), sha256=submission.sha256,

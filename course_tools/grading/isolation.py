@@ -45,6 +45,8 @@ class Isolation:
 
     def kernel_command(self, command: list[str], workdir: Path, limits: Limits) -> list[str]:
         """``command`` (a kernel) started under ``limits``, inside the sandbox when there is one."""
+        # An interpreter started as tests/../.venv/bin/python names a folder the sandbox does not have: normalise.
+        command = [os.path.abspath(part) if part == sys.executable else part for part in command]
         limited = wrap_command(command, limits)
         return [*bubblewrap_arguments(self.bwrap, workdir), "--", *limited] if self.bwrap else limited
 
@@ -85,7 +87,7 @@ def find_isolation() -> Isolation | None:
     if not bwrap or platform.system() != "Linux":
         return None
     with tempfile.TemporaryDirectory(prefix="course-probe-") as workdir:
-        probe = [*bubblewrap_arguments(bwrap, Path(workdir)), "--", sys.executable, "-c", "pass"]
+        probe = [*bubblewrap_arguments(bwrap, Path(workdir)), "--", os.path.abspath(sys.executable), "-c", "pass"]
         try:
             works = subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
         except (OSError, subprocess.TimeoutExpired):

@@ -47,7 +47,7 @@ def wrap_command(command: list[str], limits: Limits) -> list[str]:
     if not limits_supported():
         return list(command)
     return [
-        sys.executable, str(Path(__file__).resolve()),
+        os.path.abspath(sys.executable), str(Path(__file__).resolve()),
         "--memory-mb", str(limits.memory_mb), "--cpu-seconds", str(limits.cpu_seconds),
         "--file-mb", str(limits.file_mb), "--", *command,
     ]

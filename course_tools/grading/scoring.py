@@ -18,6 +18,7 @@ from .in_kernel import cell_source
 from .isolation import Isolation
 from .kernel import MAX_CELL_OUTPUT_CHARS, CellRun, KernelRun, KernelSettings, run_cells
 from .results import ExerciseGrade, Status, SubmissionGrade
+from .review import review_note
 from .solution_format import is_check_cell
 from .submissions import Submission, parse_notebook
 
@@ -126,6 +127,6 @@ def grade_submission(submission: Submission, settings: KernelSettings, isolation
         before = library_fingerprint()
         exercises, notes = grade_notebook(nb, assignment, settings, isolation)
         grade.exercises, grade.library_changed = exercises, library_fingerprint() != before
-        grade.notes.extend(notes)
+        grade.notes.extend([*notes, *filter(None, [review_note(nb)])])
     grade.seconds = time.monotonic() - started
     return grade
