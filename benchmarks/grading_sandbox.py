@@ -26,7 +26,7 @@ from course_tools.grading.assignments import load_assignments
 from course_tools.grading.class_run import grade_class
 from course_tools.grading.isolation import Isolation, bubblewrap_arguments, find_isolation
 from course_tools.grading.kernel import KernelSettings
-from course_tools.grading.solution_format import BEGIN_SOLUTION, END_SOLUTION
+from course_tools.grading.solution_format import BEGIN_SOLUTION, strip_solutions
 from course_tools.grading.submissions import read_submissions
 
 ASSIGNMENT = "01_similarity_exercises"
@@ -37,9 +37,7 @@ def with_body(nb: nbformat.NotebookNode, function: str, body: str) -> nbformat.N
     """A copy of ``nb`` whose ``function`` has ``body`` in place of its marked solution."""
     nb = nbformat.from_dict(nb)
     cell = next(c for c in nb.cells if f"def {function}(" in c.source and BEGIN_SOLUTION in c.source)
-    head, rest = cell.source.split(BEGIN_SOLUTION, 1)
-    indent = head.splitlines()[-1]
-    cell.source = head.rstrip(" ") + indent + body + "\n" + rest.split(END_SOLUTION, 1)[1].lstrip("\n")
+    cell.source = strip_solutions(cell.source, replacement=[body])
     return nb
 
 

@@ -12,7 +12,7 @@ import pytest
 from course_tools.grading.class_run import grade_class
 from course_tools.grading.isolation import Isolation, find_isolation
 from course_tools.grading.kernel import KernelSettings
-from course_tools.grading.solution_format import BEGIN_SOLUTION, END_SOLUTION
+from course_tools.grading.solution_format import BEGIN_SOLUTION, strip_solutions
 from course_tools.grading.submissions import read_submissions
 
 FAST = KernelSettings(cell_timeout_s=12, check_timeout_s=12, total_timeout_s=240, grace_s=3)
@@ -37,21 +37,10 @@ def copy(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def replace_solution(nb: nbformat.NotebookNode, function: str, body: str) -> nbformat.NotebookNode:
     """A copy of a solved notebook whose ``function`` has ``body`` instead of its marked solution."""
     nb = copy(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and f"def {function}(" in cell.source and BEGIN_SOLUTION in cell.source:
-            lines, inside = [], False
-            for line in cell.source.splitlines():
-                if line.strip() == BEGIN_SOLUTION:
-                    inside = True
-                    indent = line[: len(line) - len(line.lstrip())]
-                    lines.extend(indent + part for part in body.splitlines())
-                elif line.strip() == END_SOLUTION:
-                    inside = False
-                elif not inside:
-                    lines.append(line)
-            cell.source = "\n".join(lines)
-            return nb
-    raise AssertionError(f"no solution cell defines {function}")
+    cell = next((c for c in nb.cells if f"def {function}(" in c.source and BEGIN_SOLUTION in c.source), None)
+    assert cell is not None, f"no solution cell defines {function}"
+    cell.source = strip_solutions(cell.source, replacement=body.splitlines())
+    return nb
 
 
 def with_cells(nb: nbformat.NotebookNode, *sources: str, at: int | None = None) -> nbformat.NotebookNode:

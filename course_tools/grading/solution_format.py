@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 
 import nbformat
 
@@ -24,8 +25,9 @@ class SolutionMarkerError(ValueError):
     """A solution region is not closed, or an END marker has no BEGIN."""
 
 
-def strip_solutions(source: str, where: str = "cell") -> str:
-    """Replace every marked solution region of ``source`` with the stub, keeping the markers' indentation."""
+def strip_solutions(source: str, where: str = "cell", replacement: Sequence[str] = STUB_LINES) -> str:
+    """Replace every marked solution region of ``source`` with the stub (or the lines of ``replacement``), indented
+    like the markers."""
     kept: list[str] = []
     inside = False
     for line in source.splitlines():
@@ -35,7 +37,7 @@ def strip_solutions(source: str, where: str = "cell") -> str:
                 raise SolutionMarkerError(f"{where}: nested '{BEGIN_SOLUTION}'")
             inside = True
             indent = line[: len(line) - len(line.lstrip())]
-            kept.extend(indent + stub for stub in STUB_LINES)
+            kept.extend(indent + line for line in replacement)
         elif marker == END_SOLUTION:
             if not inside:
                 raise SolutionMarkerError(f"{where}: '{END_SOLUTION}' without '{BEGIN_SOLUTION}'")
