@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refresh the README's pictures in docs/screenshots/ with Chromium (maintainers)")
     commands.add_parser("site", add_help=False, help="build the course's website from the executed notebooks into "
                                                      "build/site/ (in its own environment, .venv-site)")
+    commands.add_parser("doctor", add_help=False, help="show versions and hardware; check each device computes right")
     return parser
 
 

@@ -12,9 +12,9 @@ Run: ``python benchmarks/attention_memory.py`` (T = 8192) or ``--quick`` (T = 10
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -46,19 +46,47 @@ def attend(method: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk
     return F.scaled_dot_product_attention(q, k, v)
 
 
+PROC_STATUS = Path("/proc/self/status")
+
+
 def peak_rss_bytes() -> int:
-    """This process's peak resident memory: ``VmHWM`` of its own address space where Linux reports it.
+    """This process's peak resident memory: ``VmHWM`` of its own address space where Linux reports it, the peak
+    working set on Windows, else ``ru_maxrss``.
 
     ``ru_maxrss`` is not used on Linux: it survives ``fork`` + ``exec``, so a child of a big process (a Jupyter
     kernel holding a model) starts with its parent's peak and hides smaller ones.
     """
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
+    if PROC_STATUS.exists():
+        for line in PROC_STATUS.read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024  # reported in kB
+    if os.name == "nt":  # no resource module there
+        return windows_peak_working_set()
+    import resource
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+def windows_peak_working_set() -> int:
+    """This process's peak working set in bytes (Windows' ``GetProcessMemoryInfo``), through ctypes."""
+    from ctypes import wintypes
+
+    class ProcessMemoryCounters(ctypes.Structure):  # PROCESS_MEMORY_COUNTERS
+        _fields_ = [("cb", wintypes.DWORD), ("PageFaultCount", wintypes.DWORD),
+                    *((name, ctypes.c_size_t) for name in (
+                        "PeakWorkingSetSize", "WorkingSetSize", "QuotaPeakPagedPoolUsage", "QuotaPagedPoolUsage",
+                        "QuotaPeakNonPagedPoolUsage", "QuotaNonPagedPoolUsage", "PagefileUsage", "PeakPagefileUsage"))]
+
+    kernel32 = ctypes.WinDLL("kernel32")
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    kernel32.K32GetProcessMemoryInfo.argtypes = [wintypes.HANDLE, ctypes.POINTER(ProcessMemoryCounters),
+                                                 wintypes.DWORD]
+    kernel32.K32GetProcessMemoryInfo.restype = wintypes.BOOL
+    counters = ProcessMemoryCounters(cb=ctypes.sizeof(ProcessMemoryCounters))
+    if not kernel32.K32GetProcessMemoryInfo(kernel32.GetCurrentProcess(), ctypes.byref(counters), counters.cb):
+        raise OSError("GetProcessMemoryInfo failed")
+    return counters.PeakWorkingSetSize
 
 
 def peak_bytes_per_length(method: str, lengths: list[int], d_head: int, chunk_size: int) -> list[int]:

@@ -3,7 +3,8 @@
 `course.py test` starts pytest-xdist with one worker per setting and ``--dist each``, so every worker runs every
 notebook; this plugin gives each worker its setting before any kernel starts (kernels inherit the environment).
 A setting is a name and the environment variables that make it, e.g. PyTorch's portable CPU kernels on one thread:
-``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``. Each setting also gets its own empty checkpoint folder, so no run
+``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``; ``COURSE_MOVE_LAST_BITS=1`` also moves the last bits of every matrix
+product (course_tools/last_bits.py). Each setting also gets its own empty checkpoint folder, so no run
 loads a model that an earlier run, another library version or other kernels trained.
 """
 
@@ -18,6 +19,7 @@ from collections import defaultdict
 import pytest
 
 from . import CHECKPOINTS_VARIABLE
+from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
 
 MATRIX_VARIABLE = "COURSE_NOTEBOOK_MATRIX"  # JSON: [[name, {variable: value}], ...], one per xdist worker
 LEG_PROPERTY = "hardware setting"
@@ -44,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # the xdist controller (or no matrix): its workers run the notebooks
     name, variables = matrix[_worker_index(config)]
     os.environ.update(variables)
+    if variables.get(LAST_BITS_VARIABLE) == "1":  # the kernels' start-up hook must be on their PYTHONPATH too
+        os.environ.update(with_last_bits_moved(os.environ))
     _checkpoints = tempfile.mkdtemp(prefix="course-checkpoints-")
     os.environ[CHECKPOINTS_VARIABLE] = _checkpoints
     _leg_name = describe(name, variables)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from . import ROOT
-from .browser import BROWSER_ENV_VAR, find_chromium
+from .browser import find_chromium, install_hint
 
 README_SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
 README_SCREENSHOTS_VARIABLE = "COURSE_README_SCREENSHOTS"  # read by tests/browser/test_jupyterlab.py
@@ -22,8 +22,7 @@ def main(argv: list[str]) -> int:
         print("usage: python3 course.py screenshots   (no arguments)", file=sys.stderr)
         return 2
     if find_chromium() is None:
-        print(f"[course] no Chromium found: install Debian's `chromium` or set {BROWSER_ENV_VAR}=/path/to/chrome",
-              file=sys.stderr)
+        print(f"[course] no Chromium found: {install_hint()}", file=sys.stderr)
         return 2
     command = [sys.executable, "-m", "pytest", "tests/browser/test_jupyterlab.py", "-k", "readme_pictures",
                "-p", "no:cacheprovider", "-q", "-rs"]

@@ -1,13 +1,15 @@
-"""The Debian packages some tests need, installed on CI only (``CI=true``, as root, with apt-get): Chromium for the
-browser test (tests/browser/) and bubblewrap for the grading sandbox (tests/test_grade_hostile.py).
+"""The system packages some tests need: Chromium for the browser test (tests/browser/) and bubblewrap for the grading
+sandbox (tests/test_grade_hostile.py); on CI (``CI=true``), as root with apt-get, Debian's are installed when missing.
 
-A learner's or teacher's machine is never changed: there, without them, those tests skip with a message naming the
-package (on CI they fail instead).
+A learner's or teacher's machine is never changed: there, without them, those tests skip with a one-line message
+naming the package. On CI a missing package is a failure, except where it cannot exist at all: bubblewrap is
+Linux's, so on macOS and Windows the sandbox's tests skip with that reason, on CI too.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -18,14 +20,32 @@ PACKAGES: dict[str, Callable[[], str | None]] = {  # Debian package → finds it
     "chromium": find_chromium,
     "bubblewrap": lambda: shutil.which("bwrap"),
 }
+# Packages that exist on one system only: the system (as platform.system() names it) and what needs the package.
+ONLY_ON: dict[str, tuple[str, str]] = {"bubblewrap": ("Linux", "the grading sandbox needs Linux (bubblewrap)")}
+SYSTEM_NAMES = {"Darwin": "macOS"}  # platform.system() → the name learners know; Linux and Windows are as given
 
 
 def on_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
 
+def system_name() -> str:
+    """This operating system as its users call it: Linux, macOS, Windows (others as platform.system() says)."""
+    system = platform.system()
+    return SYSTEM_NAMES.get(system, system or "an unknown system")
+
+
+def impossible_here(package: str) -> str | None:
+    """Why ``package`` cannot exist on this system, in one line (its tests skip, even on CI); None where it can."""
+    only = ONLY_ON.get(package)
+    if only and platform.system() != only[0]:
+        return f"{only[1]}; this is {system_name()}"
+    return None
+
+
 def missing_packages() -> list[str]:
-    return [package for package, find in PACKAGES.items() if not find()]
+    """The packages this system could have but lacks."""
+    return [package for package, find in PACKAGES.items() if not impossible_here(package) and not find()]
 
 
 def install_missing_on_ci() -> None:

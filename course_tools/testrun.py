@@ -11,6 +11,7 @@ import threading
 import time
 
 from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
+from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
 from .notebook_matrix import MATRIX_VARIABLE, describe
 from .system_packages import install_missing_on_ci
 
@@ -31,11 +32,13 @@ def device_problem(device: str) -> str | None:
 
 
 # The notebook step runs every notebook once per setting, against the same stored outputs (CONTRIBUTING.md, "What
-# the notebook tests compare"): the machine's own CPU kernels and thread count, and PyTorch's portable kernels on
-# one thread, which sum in another order. A stored output that passes both does not depend on this machine's CPU.
+# the notebook tests compare"): the machine's own CPU kernels and thread count; and PyTorch's portable kernels on
+# one thread, which sum in another order, with every matrix product's last bits moved as another CPU's BLAS might
+# round them (course_tools/last_bits.py). A stored output that passes both does not depend on this machine's CPU.
 NATIVE = ("native kernels", {"OMP_WAIT_POLICY": "PASSIVE"})
-PORTABLE = ("portable kernels, one thread", {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"})
-HARDWARE_VARIABLES = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+PORTABLE = ("portable kernels, one thread, last bits moved",
+            {"ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1", LAST_BITS_VARIABLE: "1"})
+HARDWARE_VARIABLES = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", LAST_BITS_VARIABLE)
 
 
 def notebook_matrix(environ: dict[str, str] = os.environ) -> list[tuple[str, dict[str, str]]]:
@@ -65,9 +68,12 @@ def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[s
         "lint": ([python, "-m", "ruff", "check", "."], dict(os.environ)),
         # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server),
         # each on one thread: the tests' tensors are small, and more threads than cores only wait on each other.
-        "unit": ([python, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-n", "auto", "--maxprocesses",
-                  str(MAX_UNIT_WORKERS), "--dist", "loadfile", *args.pytest_args],
-                 {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}),
+        # -rs: each skipped part says why in one line (no sandbox off Linux, no Chromium, ...).
+        # With every matrix product's last bits moved (course_tools/last_bits.py): a test that compares two code
+        # paths bit for bit fails here as it would on another CPU.
+        "unit": ([python, "-m", "pytest", "tests", "-q", "-rs", "-p", "no:cacheprovider", "-n", "auto",
+                  "--maxprocesses", str(MAX_UNIT_WORKERS), "--dist", "loadfile", *args.pytest_args],
+                 with_last_bits_moved({**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})),
         "notebooks": notebook_command(notebook_dirs, notebook_matrix()),
     }
 
@@ -87,6 +93,9 @@ def announce(name: str, command: list[str]) -> None:
     if name == "notebooks":
         print("[course]    against the stored outputs, once per setting: "
               + "; ".join(describe(*leg) for leg in notebook_matrix()), flush=True)
+    if name == "unit":
+        print(f"[course]    with every matrix product's last bits moved ({LAST_BITS_VARIABLE}=1), as another "
+              "CPU's BLAS may round them", flush=True)
 
 
 def main(argv: list[str]) -> int:

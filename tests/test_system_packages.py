@@ -11,9 +11,10 @@ from course_tools import browser, system_packages
 
 @pytest.fixture
 def nothing_installed_as_root_with_apt(monkeypatch):
-    """A machine with apt-get, no Chromium and no bubblewrap, run as root; returns the commands that ran."""
+    """A Linux machine with apt-get, no Chromium and no bubblewrap, run as root; returns the commands that ran."""
     ran: list[list[str]] = []
     monkeypatch.delenv(browser.BROWSER_ENV_VAR, raising=False)
+    monkeypatch.setattr(system_packages.platform, "system", lambda: "Linux")
     monkeypatch.setattr(system_packages.shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
     monkeypatch.setattr(system_packages.os, "geteuid", lambda: 0, raising=False)
 

@@ -87,7 +87,9 @@ def test_a_training_step_is_shift_forward_smoothed_loss_backward_clip_step():
     optimizers[0].step()
     smoothed, cross_entropy = training_step(library, optimizers[1], src, tgt, 0, smoothing=0.1, clip_norm=0.5)
     plain = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=0)
-    assert smoothed == loss.item() and math.isclose(cross_entropy, plain.item(), rel_tol=1e-6)
+    # The library's own cross-entropy against PyTorch's: two float32 means of ~100 terms near 4.5, summed in other
+    # orders, so a tolerance; the loss and the weights come from the same operations run twice, so exact.
+    assert smoothed == loss.item() and math.isclose(cross_entropy, plain.item(), rel_tol=1e-4)
     for a, b in zip(by_hand.parameters(), library.parameters(), strict=True):
         assert torch.equal(a, b)
 

@@ -6,8 +6,8 @@ Plots and widgets live in ``transformer_lib.views``; exercise checks in ``transf
 Conventions (as in PyTorch): tensors are batch-first, ``(batch, seq, d_model)``; a boolean attention mask is True
 where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_attention``.
 
-Modules, in the order the lessons introduce them: device (00), similarity (01), attention (02-03), positions (04),
-masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
+Modules, in the order the lessons introduce them: device and device_check (00), similarity (01), attention (02-03),
+positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
 checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and losses are the last
 sections of data, training and evaluation), chunked_attention and scaling (11), bpe and llama (12).
 """
@@ -27,6 +27,7 @@ from .data import (
     zen_of_python,
 )
 from .decoding import (
+    GreedyWithMargin,
     beam_search,
     beam_search_step,
     cache_nbytes,
@@ -41,8 +42,10 @@ from .decoding import (
     sampling_picker,
     top_k_filter,
     top_p_filter,
+    top_two_gap,
 )
 from .device import get_device, set_seed
+from .device_check import DeviceCheckResult, DeviceTarget, check_device
 from .evaluation import (
     baseline_losses,
     bigram_probabilities,
@@ -100,7 +103,10 @@ from .training import (
 )
 
 __all__ = [
-    # lesson 00: device and seeds
+    # lesson 00: device and seeds, and whether the device computes right
+    "DeviceCheckResult",
+    "DeviceTarget",
+    "check_device",
     "get_device",
     "set_seed",
     # lesson 01: similarity
@@ -173,6 +179,8 @@ __all__ = [
     "generate_translation",
     "greedy_decode",
     "greedy_pick",
+    "GreedyWithMargin",
+    "top_two_gap",
     "sample",
     "sample_next_token",
     "sampling_distribution",

@@ -29,6 +29,28 @@ def greedy_pick(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
 
+def top_two_gap(logits: torch.Tensor) -> torch.Tensor:
+    """How far each row's largest logit leads the runner-up, (..., V) -> (...).
+
+    A greedy choice is the same on every machine only when it leads by more than the logits' rounding error (about
+    1e-6 of their size in float32): two code paths, or two CPUs, may otherwise break a near-tie differently.
+    """
+    best_two = logits.topk(2, dim=-1).values  # (..., 2)
+    return best_two[..., 0] - best_two[..., 1]
+
+
+class GreedyWithMargin:
+    """:func:`greedy_pick` that also records ``smallest_gap``, the least lead (:func:`top_two_gap`) of any token it
+    picked, so a test can show its tokens were chosen with a margin before comparing them exactly."""
+
+    def __init__(self) -> None:
+        self.smallest_gap = float("inf")
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:  # (batch, V) -> (batch,)
+        self.smallest_gap = min(self.smallest_gap, top_two_gap(logits).min().item())
+        return greedy_pick(logits)
+
+
 @torch.no_grad()
 def generate_tokens(
     next_logits: Callable[[torch.Tensor], torch.Tensor],

@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 
 from .. import ROOT
+from ..system_packages import system_name
 from .limits import Limits, wrap_command
 
 SANDBOX_HOME = "/home/grader"
@@ -97,10 +98,9 @@ def find_isolation() -> Isolation | None:
 
 def why_no_sandbox() -> str:
     """What to install (or why nothing can be), for the refusal message."""
-    system = platform.system()
-    if system != "Linux":
-        return (f"this is {system}: the sandbox needs Linux (bubblewrap). Grade on a Linux machine or in a Linux "
-                "virtual machine")
+    if platform.system() != "Linux":
+        return (f"this is {system_name()}: the sandbox needs Linux (bubblewrap). Grade on a Linux machine or in a "
+                "Linux virtual machine")
     if not shutil.which("bwrap"):
         return ("bubblewrap is not installed: `sudo apt-get install bubblewrap` (Debian/Ubuntu), "
                 "`sudo dnf install bubblewrap` (Fedora), `sudo pacman -S bubblewrap` (Arch)")

@@ -2,7 +2,8 @@
 
 The grader is the Jupyter client and stays outside the sandbox; the kernel starts inside it and the two talk over
 Unix sockets in the submission's working folder (Jupyter's IPC transport: no TCP, so no network is needed).
-Interrupts go as messages on the control channel (a signal would stop at the sandbox's own process).
+Interrupts go as messages on the control channel (a signal would stop at the sandbox's own process), except on
+Windows (never sandboxed), where ipykernel ignores interrupt messages: there jupyter_client's Win32 interrupt event.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ class KernelRun:
     stopped: str | None
 
 
+def interrupt_mode() -> str:
+    """How a timed-out cell is interrupted: "message" (ipykernel raises SIGINT in itself), or on Windows, where
+    ipykernel logs "Interrupt message not supported on Windows" and goes on, "signal" (a Win32 event there)."""
+    return "signal" if os.name == "nt" else "message"
+
+
 class SealedKernelManager(AsyncKernelManager):
     """A kernel started through ``Isolation.kernel_command`` (over IPC in the sandbox), interrupted by message."""
 
@@ -73,7 +80,7 @@ class SealedKernelManager(AsyncKernelManager):
         self.isolation, self.workdir, self.limits = isolation, workdir, limits
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
-        self.kernel_spec.interrupt_mode = "message"
+        self.kernel_spec.interrupt_mode = interrupt_mode()
         kw.setdefault("stdout", subprocess.DEVNULL)  # the kernel's own log lines would flood the summary
         kw.setdefault("stderr", subprocess.DEVNULL)
         kw["env"] = self.isolation.environment(kw.get("env") or {})

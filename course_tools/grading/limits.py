@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,11 @@ class Limits:
 
 def limits_supported() -> bool:
     return resource is not None
+
+
+def memory_limit_holds() -> bool:
+    """Whether RLIMIT_AS bounds a kernel's memory: on Linux. macOS does not enforce it; Windows has no limits."""
+    return limits_supported() and platform.system() == "Linux"
 
 
 def wrap_command(command: list[str], limits: Limits) -> list[str]:

@@ -93,6 +93,13 @@ def cell_notes(numbered: list[tuple[int, nbformat.NotebookNode]], run: KernelRun
     return notes
 
 
+def short_temp_parent() -> str | None:
+    """Where submissions' working folders go: ``/tmp``, a short path (the sandboxed kernel's channels are Unix sockets
+    in that folder, and their names are limited to about 100 bytes); where there is no ``/tmp`` (Windows, where
+    kernels talk TCP), None: the system's temporary folder."""
+    return "/tmp" if Path("/tmp").is_dir() else None
+
+
 def grade_notebook(nb: nbformat.NotebookNode, assignment: Assignment, settings: KernelSettings,
                    isolation: Isolation) -> tuple[list[ExerciseGrade], list[str]]:
     """Run the student's cells, then the checks from ``solutions/``; return the exercises' grades and the notes."""
@@ -103,8 +110,7 @@ def grade_notebook(nb: nbformat.NotebookNode, assignment: Assignment, settings: 
     cells += [nbformat.v4.new_code_cell(cell_source(assignment.check_module, e.call, e.needs, marker))
               for e in assignment.exercises]
     timeouts = [settings.cell_timeout_s] * len(numbered) + [settings.check_timeout_s] * len(assignment.exercises)
-    # A short path: Unix socket names (the kernel's channels live in this folder) are limited to about 100 bytes.
-    with tempfile.TemporaryDirectory(prefix="cg-", dir="/tmp" if Path("/tmp").is_dir() else None) as workdir:
+    with tempfile.TemporaryDirectory(prefix="cg-", dir=short_temp_parent()) as workdir:
         run = asyncio.run(run_cells(cells, timeouts, marker, Path(workdir), settings, isolation))
     grades = [exercise_grade(exercise, run.cells[len(numbered) + offset], marker, settings.check_timeout_s, run.stopped)
               for offset, exercise in enumerate(assignment.exercises)]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from course_tools import NOTEBOOKS_DIR, ROOT
-from course_tools.browser import BROWSER_ENV_VAR, find_chromium
+from course_tools.browser import find_chromium, install_hint
 from course_tools.notebook_files import clear_outputs, notebooks_in, read_notebook, write_notebook
 from course_tools.system_packages import on_ci
 
@@ -185,7 +185,7 @@ def browser() -> Iterator[object]:
     """Headless Chromium driven by Playwright; skipped (failed on CI) when either is missing."""
     executable = find_chromium()
     if executable is None:
-        skip_or_fail(f"no Chromium found (install Debian's `chromium`, or set {BROWSER_ENV_VAR}=/path/to/chrome)")
+        skip_or_fail(f"no Chromium found ({install_hint()})")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
