@@ -8,9 +8,9 @@ our attention against PyTorch's, cached against uncached decoding) fails under t
 
 What moves: the results of ``torch.matmul`` and ``@``, ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``F.linear`` (so every
 ``nn.Linear``) and ``F.scaled_dot_product_attention``, in float32 and float64. Each entry moves one ulp up or down,
-by a hash of its bits and of the code path (the product, its caller and its operands' shapes):
-the same computation moves alike every time, as a real machine rounds alike every time, and the global random
-stream, so every seeded output, is untouched. A result whose low bits are all zero (0, small integers, 0.25) is
+by a hash of its bits and of the code path (which product, and its operands' shapes and memory layout): the same
+computation moves alike every time and wherever it is called from, as a real machine rounds alike every time, and
+the global random stream, so every seeded output, is untouched. A result whose low bits are all zero (0, small integers, 0.25) is
 left alone: any BLAS returns those exactly, because every partial sum of such a product is exact.
 
 Switched on in a process by setting ``LAST_BITS_VARIABLE`` to 1 and putting ``STARTUP_DIR`` on
@@ -44,6 +44,7 @@ _CHUNK = 1 << 16  # entries moved at a time, so a large product needs almost no 
 _TORCH_FUNCTIONS = ("matmul", "mm", "bmm", "addmm", "baddbmm")
 _TENSOR_METHODS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__", "__rmatmul__")
 _FUNCTIONAL = ("linear", "scaled_dot_product_attention")
+_SAME_PRODUCT = {"__matmul__": "matmul"}  # `a @ b` is `torch.matmul(a, b)`
 
 
 def _signed(value: int, integer_type: str) -> int:
@@ -79,6 +80,8 @@ def move_last_bits(result, salt: int):
 
     if not isinstance(result, torch.Tensor) or str(result.dtype).removeprefix("torch.") not in _LAYOUT:
         return result
+    if result.device.type == "meta":  # shapes only (e.g. for FlopCounterMode): no numbers to move
+        return result
     if result.is_contiguous() and result.device.type == "cpu":
         # In place, also under autograd: the product's backward needs its inputs, not this fresh output, and a
         # backward that reads the output (attention's) reads the moved one, as the forward returned it.
@@ -91,17 +94,20 @@ def move_last_bits(result, salt: int):
     return result + delta  # the gradient flows through `result` as before
 
 
-def _call_site_salt(name: str, args) -> int:
-    """A number for this code path: the product's name, where it was called from, and its operands' shapes."""
-    caller = sys._getframe(2)
-    shapes = [tuple(arg.shape) for arg in args if hasattr(arg, "shape")]
-    return zlib.crc32(f"{name} {caller.f_code.co_filename} {caller.f_lineno} {shapes}".encode())
+def _code_path_salt(name: str, args) -> int:
+    """A number for the code path a product takes: which product, and its operands' shapes and memory layout.
+
+    These pick the BLAS routine and its blocking, so they decide the rounding; where in Python it is called does
+    not, so the same product called twice from two places rounds alike, as on a real machine.
+    """
+    layouts = [(tuple(arg.shape), arg.stride()) for arg in args if hasattr(arg, "stride")]
+    return zlib.crc32(f"{_SAME_PRODUCT.get(name, name)} {layouts}".encode())
 
 
 def _moving(function, name: str):
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        return move_last_bits(function(*args, **kwargs), _call_site_salt(name, args))
+        return move_last_bits(function(*args, **kwargs), _code_path_salt(name, args))
 
     return wrapper
 

@@ -72,8 +72,8 @@ def scaled_dot_product_attention(
     ``F.scaled_dot_product_attention`` do the work, as ``nn.MultiheadAttention`` does. When a boolean mask leaves
     some query with no key, the readable path below is taken instead: torch 2.13's fused kernel also returns 0 for
     such a query (``tests/test_attention.py`` checks it), but PyTorch documents nothing for that case, while
-    ``nn.MultiheadAttention`` returns NaN there in its default path (training mode, or with weights) and 0 in its
-    fast inference path. Ours keeps one documented answer, 0, on every path.
+    ``nn.MultiheadAttention`` returns NaN there when it also returns the weights (``need_weights=True``, its
+    default) and 0 when it does not, in either mode. Ours keeps one documented answer, 0, on every path.
 
     Bad input (shapes that do not fit, an empty tensor, a broken mask, ``dropout_p`` outside [0, 1)) raises a
     ValueError naming the fix, on both paths.

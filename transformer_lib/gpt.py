@@ -4,7 +4,7 @@ A GPT block is the encoder layer's two sub-layers, self-attention and a feed-for
 there is no encoder and no cross-attention; the model reads a prefix and predicts the next token at every position.
 ``Block`` keeps ``EncoderLayer``'s parameter names, so the weights of one load into the other (the tests prove both
 compute the same). Its attention asks PyTorch's fused kernel for causality (``is_causal=True``) instead of building a
-T × T mask, unless attention weights are requested, when the readable path of lesson 02 runs.
+T × T mask, unless attention weights are requested, when the readable path of lesson 03 runs.
 
 Generation with a KV cache: ``GPT.new_cache()`` gives an empty ``GPTCache``; ``model(tokens, cache=cache)`` then takes
 only the new tokens, places them after the cached positions and appends their keys and values (as the
