@@ -10,8 +10,8 @@ What moves: the results of ``torch.matmul`` and ``@``, ``mm``, ``bmm``, ``addmm`
 ``nn.Linear``) and ``F.scaled_dot_product_attention``, in float32 and float64. Each entry moves one ulp up or down,
 by a hash of its bits and of the code path (which product, and its operands' shapes and memory layout): the same
 computation moves alike every time and wherever it is called from, as a real machine rounds alike every time, and
-the global random stream, so every seeded output, is untouched. A result whose low bits are all zero (0, small integers, 0.25) is
-left alone: any BLAS returns those exactly, because every partial sum of such a product is exact.
+the global random stream, so every seeded output, is untouched. A result whose low bits are all zero (0, small
+integers, 0.25) is left alone: any BLAS returns those exactly, because every partial sum of such a product is exact.
 
 Switched on in a process by setting ``LAST_BITS_VARIABLE`` to 1 and putting ``STARTUP_DIR`` on
 ``PYTHONPATH``: its ``sitecustomize.py`` calls ``install_when_torch_loads()`` at start-up.
