@@ -107,12 +107,23 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + self.embedding(positions))  # (batch, T, d_model)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def rope_frequencies(d_head: int, base: float = 10000.0) -> torch.Tensor:
+    """RoPE's rotation speeds ``base**(-2j/d_head)``, in radians per position, one per feature pair j: (d_head/2,)
+    float64."""
+    _check_even(d_head, "d_head")
+    return base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
+
+
+def apply_rope(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0,
+    frequencies: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Rotary position embedding: rotate each pair of features (2j, 2j+1) of ``x`` by angle ``p * base**(-2j/d)``.
 
-    ``x``: (..., T, d_head) queries or keys, ``d_head`` even; ``positions``: (T,) integers, default 0..T-1.
-    Returns a tensor shaped like ``x``. Applied to both queries and keys, the score q_p . k_q then depends on the
-    positions only through p - q.
+    ``x``: (..., T, d_head) queries or keys, ``d_head`` even; ``positions``: (T,) integers, default 0..T-1;
+    ``frequencies``: (d_head/2,) radians per position, default ``rope_frequencies(d_head, base)`` (Llama 3 passes
+    rescaled ones). Returns a tensor shaped like ``x``. Applied to both queries and keys, the score q_p . k_q then
+    depends on the positions only through p - q.
     """
     length, d_head = x.shape[-2], x.shape[-1]
     _check_even(d_head, "d_head")
@@ -121,7 +132,12 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: flo
     if positions.shape != (length,):
         raise ValueError(f"positions must be shaped ({length},) to match x of shape {tuple(x.shape)}, "
                          f"got {tuple(positions.shape)}")
-    frequencies = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64, device=x.device) / d_head)
+    if frequencies is None:
+        frequencies = rope_frequencies(d_head, base)
+    if frequencies.shape != (d_head // 2,):
+        raise ValueError(f"frequencies must be shaped ({d_head // 2},), one per feature pair of x of shape "
+                         f"{tuple(x.shape)}, got {tuple(frequencies.shape)}")
+    frequencies = frequencies.to(device=x.device, dtype=torch.float64)  # (d_head/2,)
     angles = positions.to(torch.float64)[:, None] * frequencies  # (T, d_head/2)
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
