@@ -208,3 +208,16 @@ def test_cross_attention_weights_are_distributions_over_real_source_tokens():
     assert (maps[1][0, ..., 3] == 0).all() and (maps[1][1, ..., 2:] == 0).all()  # padded sources get no weight
     assert not model.decoder_layers[0].multihead_attn._forward_hooks  # the hooks are removed again
     assert not model.decoder_layers[0].multihead_attn._forward_pre_hooks
+
+
+def test_dropout_acts_on_the_sum_of_embeddings_and_positions_in_training_only():
+    """As the paper's section 5.4 says: dropout on the scaled embeddings plus positions, in both stacks."""
+    model = _small_model(dropout=0.5)
+    tokens = torch.tensor([[1, 2, 3, 4, 5]])
+    summed = model.src_embedding(tokens) * model.config.d_model**0.5 + model.positions[:5]  # (1, 5, d_model)
+    torch.testing.assert_close(model._embed(model.src_embedding, tokens, "src"), summed)  # eval: no dropout
+    torch.manual_seed(0)
+    dropped = model.train()._embed(model.src_embedding, tokens, "src")
+    survivors = dropped != 0
+    assert 0 < survivors.float().mean() < 1  # some dropped, some kept
+    torch.testing.assert_close(dropped[survivors], (summed / 0.5)[survivors])  # survivors scaled by 1/(1-p)

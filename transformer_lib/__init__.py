@@ -60,12 +60,14 @@ from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, re
 from .llama import (
     GroupedQueryAttention,
     Llama,
+    Llama3RopeScaling,
     LlamaBlock,
     LlamaConfig,
     RMSNorm,
     SwiGLU,
     apply_rope_halves,
     expand_kv_heads,
+    llama3_rope_frequencies,
     rms_norm,
 )
 from .masks import MASK_KINDS, build_mask, causal_mask, padding_mask
@@ -83,6 +85,7 @@ from .positions import (
     PositionalEncoding,
     apply_rope,
     dot_products_by_offset,
+    rope_frequencies,
     shift_rotation,
     sinusoidal_encoding,
 )
@@ -123,6 +126,7 @@ __all__ = [
     "PositionalEncoding",
     "apply_rope",
     "dot_products_by_offset",
+    "rope_frequencies",
     "shift_rotation",
     "sinusoidal_encoding",
     # lesson 05: masks
@@ -212,6 +216,7 @@ __all__ = [
     "BPETokenizer",
     "GroupedQueryAttention",
     "Llama",
+    "Llama3RopeScaling",
     "LlamaBlock",
     "LlamaConfig",
     "RMSNorm",
@@ -220,6 +225,7 @@ __all__ = [
     "apply_rope_halves",
     "bytes_to_unicode",
     "expand_kv_heads",
+    "llama3_rope_frequencies",
     "merge_pair",
     "pair_counts",
     "pretokenize",

@@ -7,6 +7,9 @@
 - **Grouped-query attention** (GQA): ``num_heads`` query heads share ``num_kv_heads`` key/value heads, so the KV cache
   holds ``num_kv_heads`` heads only.
 
+Llama 3.1 and later also slow down RoPE's slowest rotations (:func:`llama3_rope_frequencies`) to read contexts longer
+than those they were pre-trained on.
+
 :meth:`Llama.from_hf_llama` copies the weights of a Hugging Face ``LlamaForCausalLM``; ``tests/test_llama.py`` proves
 both compute the same logits. This module imports nothing from ``transformers``: it reads the model it is given.
 
@@ -16,6 +19,7 @@ d_head = d_model / heads, d_ff = hidden width of the feed-forward, V = vocabular
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +31,32 @@ from .attention import scaled_dot_product_attention
 from .data import check_token_ids
 from .masks import causal_mask
 from .multi_head import KVCache, check_heads, merge_heads, split_heads
-from .positions import apply_rope
+from .positions import apply_rope, rope_frequencies
+
+
+@dataclass(frozen=True)
+class Llama3RopeScaling:
+    """Llama 3.1's RoPE scaling (:func:`llama3_rope_frequencies`); the defaults are Llama 3.1's own values.
+
+    Hugging Face's ``rope_parameters`` with ``rope_type: llama3`` hold the same numbers; its name for
+    ``original_context`` is ``original_max_position_embeddings``.
+    """
+
+    factor: float = 8.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_context: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.factor < 1 or self.original_context < 1:
+            raise ValueError(f"factor={self.factor} and original_context={self.original_context} must be at least 1: "
+                             "the scaled model reads factor times the original context, e.g. factor=8.0")
+        if not 0 < self.low_freq_factor < self.high_freq_factor:
+            raise ValueError(
+                f"low_freq_factor={self.low_freq_factor} and high_freq_factor={self.high_freq_factor} must satisfy "
+                "0 < low_freq_factor < high_freq_factor: they bound the band of smoothly scaled frequencies, "
+                "e.g. 1.0 and 4.0"
+            )
 
 
 @dataclass
@@ -35,7 +64,8 @@ class LlamaConfig:
     """Sizes of a Llama-style model. Impossible sizes raise a ValueError here.
 
     ``num_kv_heads``: key/value heads, a divisor of ``num_heads`` (``num_heads``: multi-head attention; 1:
-    multi-query attention); ``tie_output``: the output layer reuses the token embedding matrix.
+    multi-query attention); ``tie_output``: the output layer reuses the token embedding matrix; ``rope_scaling``:
+    Llama 3.1's rescaled RoPE frequencies, or None for plain RoPE.
     """
 
     vocab_size: int
@@ -47,6 +77,7 @@ class LlamaConfig:
     rms_norm_eps: float = 1e-6
     rope_base: float = 10000.0
     tie_output: bool = False
+    rope_scaling: Llama3RopeScaling | None = None
 
     def __post_init__(self) -> None:
         if self.vocab_size < 1 or self.d_ff < 1:
@@ -62,6 +93,9 @@ class LlamaConfig:
                 f"d_head = d_model / num_heads = {self.d_model // self.num_heads} must be even: RoPE rotates pairs "
                 "of features"
             )
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, Llama3RopeScaling):
+            raise ValueError(f"rope_scaling={self.rope_scaling!r} must be None or a Llama3RopeScaling, e.g. "
+                             "Llama3RopeScaling(factor=8.0, original_context=8192)")
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -96,16 +130,45 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-def apply_rope_halves(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0) -> torch.Tensor:
+def llama3_rope_frequencies(frequencies: torch.Tensor, scaling: Llama3RopeScaling) -> torch.Tensor:
+    """Llama 3.1's RoPE frequencies: the slowest rotations slowed down ``factor`` times, the fast ones kept, so that
+    a model pre-trained on ``original_context`` positions reads contexts ``factor`` times longer.
+
+    As in Meta's reference implementation (``apply_scaling`` in github.com/meta-llama/llama-models, ``models/llama3``)
+    and Hugging Face's ``rope_type: llama3``. Each feature pair's wavelength ``2π / frequency`` (positions per turn)
+    falls into one of three bands:
+
+    - longer than ``original_context / low_freq_factor``: the pair turned less than ``low_freq_factor`` times over
+      the pre-training context; its frequency is divided by ``factor``, so a ``factor`` times longer context turns it
+      through the angles seen in pre-training (position interpolation);
+    - shorter than ``original_context / high_freq_factor``: the pair turned more than ``high_freq_factor`` times, so
+      every angle was seen and it tells nearby positions apart: kept;
+    - in between: ``frequency * (s + (1 - s) / factor)``, with ``s`` rising linearly in the number of turns
+      ``original_context / wavelength`` from 0 (divided by ``factor``) to 1 (kept) across the band.
+
+    ``frequencies``: (d_head/2,) radians per position -> (d_head/2,) scaled, same dtype. Only the frequencies change:
+    Hugging Face's attention scaling for ``llama3`` is 1, the cosines and sines are not rescaled.
+    """
+    c = scaling
+    turns = c.original_context * frequencies / (2 * math.pi)  # (d_head/2,) turns over the pre-training context
+    s = ((turns - c.low_freq_factor) / (c.high_freq_factor - c.low_freq_factor)).clamp(0.0, 1.0)  # (d_head/2,)
+    return frequencies * (s + (1 - s) / c.factor)  # (d_head/2,): s = 0 slowest band, s = 1 fastest band
+
+
+def apply_rope_halves(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0,
+    frequencies: torch.Tensor | None = None,
+) -> torch.Tensor:
     """RoPE as Llama lays it out: feature j is rotated together with feature j + d_head/2 (same angles as
     ``positions.apply_rope``, which pairs features 2j and 2j + 1).
 
-    ``x``: (..., T, d_head); ``positions``: (T,), default 0..T-1. Computed as ``apply_rope`` on the features
-    reordered so that each pair sits side by side, then put back in place.
+    ``x``: (..., T, d_head); ``positions``: (T,), default 0..T-1; ``frequencies``: (d_head/2,) radians per position,
+    default ``base**(-2j/d_head)``. Computed as ``apply_rope`` on the features reordered so that each pair sits side by
+    side, then put back in place.
     """
     half = x.shape[-1] // 2
     side_by_side = torch.stack((x[..., :half], x[..., half:]), dim=-1).flatten(-2)  # (..., T, d_head): j, j+half, …
-    rotated = apply_rope(side_by_side, positions, base)  # (..., T, d_head)
+    rotated = apply_rope(side_by_side, positions, base, frequencies)  # (..., T, d_head)
     return torch.cat((rotated[..., 0::2], rotated[..., 1::2]), dim=-1)  # back to (first halves, second halves)
 
 
@@ -124,8 +187,12 @@ class GroupedQueryAttention(nn.Module):
     def __init__(self, config: LlamaConfig):
         super().__init__()
         c = config
-        self.num_heads, self.num_kv_heads, self.rope_base = c.num_heads, c.num_kv_heads, c.rope_base
+        self.num_heads, self.num_kv_heads = c.num_heads, c.num_kv_heads
         d_head = c.d_model // c.num_heads
+        frequencies = rope_frequencies(d_head, c.rope_base)  # (d_head/2,) float64
+        if c.rope_scaling is not None:
+            frequencies = llama3_rope_frequencies(frequencies, c.rope_scaling)
+        self.rope_frequencies = frequencies  # a plain tensor, not a buffer: casting the model leaves it float64
         self.q_proj = nn.Linear(c.d_model, c.num_heads * d_head, bias=False)
         self.k_proj = nn.Linear(c.d_model, c.num_kv_heads * d_head, bias=False)
         self.v_proj = nn.Linear(c.d_model, c.num_kv_heads * d_head, bias=False)
@@ -136,8 +203,9 @@ class GroupedQueryAttention(nn.Module):
         ones, see them all, and their keys and values (``num_kv_heads`` heads) are appended to it."""
         past = 0 if cache is None else len(cache)
         positions = torch.arange(past, past + x.shape[1], device=x.device)  # (T,)
-        q = apply_rope_halves(split_heads(self.q_proj(x), self.num_heads), positions, self.rope_base)
-        k = apply_rope_halves(split_heads(self.k_proj(x), self.num_kv_heads), positions, self.rope_base)
+        frequencies = self.rope_frequencies  # (d_head/2,)
+        q = apply_rope_halves(split_heads(self.q_proj(x), self.num_heads), positions, frequencies=frequencies)
+        k = apply_rope_halves(split_heads(self.k_proj(x), self.num_kv_heads), positions, frequencies=frequencies)
         v = split_heads(self.v_proj(x), self.num_kv_heads)  # (batch, kv_heads, T, d_head)
         if cache is not None:
             if past:
@@ -198,15 +266,17 @@ class Llama(nn.Module):
     def from_hf_llama(cls, hf_model: Any) -> Llama:
         """A course ``Llama`` with the configuration and weights of a Hugging Face ``LlamaForCausalLM``, in its dtype.
 
-        Raises a ValueError for what this model does not implement (biases, scaled RoPE, another head width).
+        Llama 3's ``rope_type: llama3`` becomes ``rope_scaling``. Raises a ValueError for what this model does not
+        implement (biases, other RoPE types such as linear, dynamic or yarn, another head width).
         """
         c = hf_model.config
         rope = c.rope_parameters
+        rope_type = rope.get("rope_type", "default")
         unsupported = {
             "attention_bias": c.attention_bias,
             "mlp_bias": c.mlp_bias,
             "hidden_act != 'silu'": c.hidden_act != "silu",
-            "rope_type != 'default'": rope.get("rope_type", "default") != "default",
+            f"rope_type={rope_type!r} (implemented: 'default', 'llama3')": rope_type not in ("default", "llama3"),
             "head_dim != hidden_size / num_attention_heads": c.head_dim * c.num_attention_heads != c.hidden_size,
         }
         if any(unsupported.values()):
@@ -218,6 +288,10 @@ class Llama(nn.Module):
             vocab_size=c.vocab_size, d_model=c.hidden_size, num_layers=c.num_hidden_layers,
             num_heads=c.num_attention_heads, num_kv_heads=c.num_key_value_heads, d_ff=c.intermediate_size,
             rms_norm_eps=c.rms_norm_eps, rope_base=rope["rope_theta"], tie_output=c.tie_word_embeddings,
+            rope_scaling=None if rope_type == "default" else Llama3RopeScaling(
+                factor=rope["factor"], low_freq_factor=rope["low_freq_factor"],
+                high_freq_factor=rope["high_freq_factor"], original_context=rope["original_max_position_embeddings"],
+            ),
         )
         model = cls(config).to(hf_model.dtype)
         hf_weights = hf_model.state_dict()
