@@ -1,27 +1,33 @@
 """The course's Llama-style model equals Hugging Face's ``LlamaForCausalLM`` with copied weights, piece by piece in
-float64 and whole in float32; greedy generations agree (each choice clear of a near-tie); a wrong weight mapping is
-caught. Nothing is downloaded: the
+float64 and whole in float32, with Llama 3's scaled RoPE too; greedy generations agree (each choice clear of a
+near-tie); a wrong weight mapping is caught. Nothing is downloaded: the
 Hugging Face models are built from small random configurations."""
+
+import dataclasses
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 import transformers
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama import modeling_llama as hf_llama
 
 from transformer_lib.decoding import GreedyWithMargin, generate_tokens, top_two_gap
 from transformer_lib.llama import (
     GroupedQueryAttention,
     Llama,
+    Llama3RopeScaling,
     LlamaConfig,
     RMSNorm,
     SwiGLU,
     apply_rope_halves,
     expand_kv_heads,
     hf_llama_name,
+    llama3_rope_frequencies,
     rms_norm,
 )
-from transformer_lib.positions import apply_rope
+from transformer_lib.positions import apply_rope, rope_frequencies
 
 VOCAB = 97
 # float32 logits (up to about 9) of two implementations, summed in other orders, differ by up to 1.5e-5 (with
@@ -29,6 +35,11 @@ VOCAB = 97
 # below a wrong mapping's error (> 1).
 FLOAT32 = dict(rtol=1e-4, atol=1e-4)
 MARGIN = 1e-3  # a greedy choice compared across implementations must lead its runner-up by this much
+# Llama 3.1's scaling (factor 8, low_freq_factor 1, high_freq_factor 4) shrunk to a pre-training context of 32: with
+# d_head = 8 and rope_theta = 100 the wavelengths are 6.3, 19.9, 62.8 and 199 positions, so the first is kept
+# (< 32 / 4), the second interpolated and the last two divided by 8 (> 32 / 1).
+LLAMA3_ROPE = dict(rope_type="llama3", rope_theta=100.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=32)
 
 
 def hf_model(num_kv_heads=2, tie=False, dtype=torch.float32, **overrides):
@@ -98,6 +109,35 @@ def test_rope_halves_scores_depend_on_the_offset_only():
     torch.testing.assert_close(score(3, 1), score(12, 10), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("head_dim, rope", [
+    (8, LLAMA3_ROPE),
+    (128, dict(LLAMA3_ROPE, rope_theta=500000.0, original_max_position_embeddings=8192)),  # Llama 3.1 8B's values
+    (64, dict(LLAMA3_ROPE, rope_theta=500000.0, factor=32.0, original_max_position_embeddings=8192)),  # Llama 3.2 1B
+])
+def test_llama3_rope_frequencies_equal_hugging_faces(head_dim, rope):
+    """Hugging Face computes them in float32 (its code casts to ``torch.float``): ours, in float64, agree to
+    float32's precision (within 1e-6 relative, a few float32 units in the last place; a wrong band is off by up to
+    ``factor``)."""
+    config = transformers.LlamaConfig(hidden_size=2 * head_dim, num_attention_heads=2, head_dim=head_dim,
+                                      max_position_embeddings=64 * rope["original_max_position_embeddings"],
+                                      rope_parameters=dict(rope))
+    expected, attention_scaling = ROPE_INIT_FUNCTIONS["llama3"](config, None)
+    assert attention_scaling == 1.0  # llama3 rescales the frequencies only, not the cosines and sines
+    scaling = Llama3RopeScaling(rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"],
+                                rope["original_max_position_embeddings"])
+    frequencies = rope_frequencies(head_dim, rope["rope_theta"])  # (head_dim/2,) float64
+    scaled = llama3_rope_frequencies(frequencies, scaling)
+    torch.testing.assert_close(scaled, expected.double(), rtol=1e-6, atol=0)
+    wavelengths = 2 * math.pi / frequencies
+    kept = wavelengths < scaling.original_context / scaling.high_freq_factor
+    divided = wavelengths > scaling.original_context / scaling.low_freq_factor
+    between = ~kept & ~divided
+    assert kept.any() and between.any() and divided.any()  # all three bands are tested
+    assert torch.equal(scaled[kept], frequencies[kept])
+    torch.testing.assert_close(scaled[divided], frequencies[divided] / scaling.factor, rtol=1e-15, atol=0)
+    assert (scaled[between] < frequencies[between]).all() and (scaled[between] > frequencies[between] / scaling.factor).all()
+
+
 def test_expand_kv_heads_equals_hugging_faces_repeat_kv():
     kv = torch.randn(2, 3, 5, 4, dtype=torch.float64)
     torch.testing.assert_close(expand_kv_heads(kv, 12), hf_llama.repeat_kv(kv, 4), rtol=0, atol=0)
@@ -136,6 +176,22 @@ def test_logits_equal_hugging_faces_in_float32(num_kv_heads, tie):
     ours = Llama.from_hf_llama(hf)
     with torch.no_grad():
         torch.testing.assert_close(ours(tokens()), hf(tokens()).logits, **FLOAT32)
+
+
+def test_llama3_scaled_rope_logits_equal_hugging_faces_in_float32():
+    """Llama 3's ``rope_type: llama3`` over 48 positions, past the pre-training context of 32 where the scaling
+    matters: equal within 1e-4; the same weights with plain RoPE differ from Hugging Face's by more than 1."""
+    hf = hf_model(rope_parameters=dict(LLAMA3_ROPE))
+    assert hf.model.rotary_emb.attention_scaling == 1.0
+    ours = Llama.from_hf_llama(hf)
+    assert ours.config.rope_scaling == Llama3RopeScaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                                         original_context=32)
+    unscaled = Llama(dataclasses.replace(ours.config, rope_scaling=None))
+    unscaled.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        expected = hf(tokens(length=48)).logits
+        torch.testing.assert_close(ours(tokens(length=48)), expected, **FLOAT32)
+        assert (unscaled(tokens(length=48)) - expected).abs().max() > 1.0
 
 
 def test_logits_equal_hugging_faces_in_float64():
@@ -218,9 +274,26 @@ def test_every_parameter_has_a_hugging_face_name():
     assert hf_llama_name("blocks.1.feed_forward.gate_proj.weight") == "model.layers.1.mlp.gate_proj.weight"
 
 
+@pytest.mark.parametrize("rope", [
+    dict(rope_type="linear", factor=2.0),
+    dict(rope_type="dynamic", factor=2.0),
+    dict(rope_type="yarn", factor=2.0, original_max_position_embeddings=32),
+])
+def test_other_rope_types_are_refused(rope):
+    hf = hf_model(rope_parameters=dict(rope, rope_theta=10000.0))
+    with pytest.raises(ValueError, match=f"rope_type='{rope['rope_type']}'"):
+        Llama.from_hf_llama(hf)
+
+
 def test_unsupported_configurations_are_refused():
     with pytest.raises(ValueError, match="attention_bias"):
         Llama.from_hf_llama(hf_model(attention_bias=True))
+    with pytest.raises(ValueError, match="rope_scaling=.* must be None or a Llama3RopeScaling"):
+        LlamaConfig(VOCAB, rope_scaling=dict(LLAMA3_ROPE))
+    with pytest.raises(ValueError, match="0 < low_freq_factor < high_freq_factor"):
+        Llama3RopeScaling(low_freq_factor=4.0, high_freq_factor=1.0)
+    with pytest.raises(ValueError, match=r"frequencies must be shaped \(4,\)"):
+        apply_rope_halves(torch.zeros(3, 8), frequencies=torch.ones(3))
     with pytest.raises(ValueError, match="num_kv_heads=4 must divide num_heads=6"):
         LlamaConfig(VOCAB, 48, 2, 6, 4)
     with pytest.raises(ValueError, match="must be even"):

@@ -9,7 +9,7 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 Modules, in the order the lessons introduce them: device and device_check (00), similarity (01), attention (02-03),
 positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
 checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and losses are the last
-sections of data, training and evaluation), chunked_attention and scaling (11), bpe and llama (12).
+sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama (12).
 """
 
 from .attention import entropy_bits, scaled_dot_product_attention, softmax
@@ -56,6 +56,7 @@ from .evaluation import (
     unigram_probabilities,
 )
 from .gpt import GPT, Block, CausalSelfAttention, GPTCache, GPTConfig
+from .hub import load_hf_gpt2
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, residual_connection
 from .llama import (
     GroupedQueryAttention,
