@@ -51,7 +51,7 @@ def load_hf_gpt2(name: str = GPT2_HUB_NAME, download: bool = False) -> tuple[Any
     if len(tokenizer) != vocab_size:
         raise FileNotFoundError(
             f"{name}'s tokenizer is not in {CACHE}, only its model (as after GPT2LMHeadModel.from_pretrained alone): "
-            f"the tokenizer built without its files has {len(tokenizer)} tokens where the model has {vocab_size}; "
-            f"{fix}"
+            f"the tokenizer built without its files is nearly empty, len(tokenizer) is {len(tokenizer)} where the model's "
+            f"vocab_size is {vocab_size}; {fix}"
         )
     return model, tokenizer
