@@ -71,7 +71,8 @@ def fill(hub, tokenizer, with_tokenizer=True):
 
 def lesson_cell() -> str:
     cells = json.loads(LESSON.read_text(encoding="utf-8"))["cells"]
-    [source] = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and "load_hf_gpt2(" in "".join(c["source"])]
+    sources = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
+    [source] = [source for source in sources if "load_hf_gpt2(" in source]
     return source
 
 
@@ -99,13 +100,14 @@ def test_a_cache_with_the_model_alone_gives_an_empty_tokenizer(hub_cache, tiny_t
     assert len(tokenizer) < len(tiny_tokenizer) and tokenizer.encode(PROMPT) == []
 
 
-@pytest.mark.parametrize("download, fix", [(False, r"download=True\) once .*DOWNLOAD = True"),
+@pytest.mark.parametrize("download, fix", [(False, rf"online, run load_hf_gpt2\('{NAME}', download=True\) once .*"
+                                                   r"\(in lesson 12: set DOWNLOAD = True\)"),
                                            (True, "check the network connection")])
 def test_a_cache_with_the_model_alone_is_refused_with_the_fix(hub_cache, tiny_tokenizer, download, fix):
     fill(hub_cache, tiny_tokenizer, with_tokenizer=False)
     with pytest.raises(FileNotFoundError, match=rf"{NAME}'s tokenizer is not in this machine's Hugging Face cache, "
-                                                rf"only its model.*len\(tokenizer\) is 1 where the model's vocab_size "
-                                                rf"is {len(tiny_tokenizer)}; {fix}"):
+                                                rf"only its model.*len\(tokenizer\) = 1 where the model's vocab_size "
+                                                rf"= {len(tiny_tokenizer)}; {fix}"):
         load_hf_gpt2(NAME, download=download)
 
 

@@ -213,7 +213,7 @@ __all__ = [
     "train_valid_split",
     "unigram_probabilities",
     "zen_of_python",
-    # lesson 12: byte-level BPE and a Llama-style model
+    # lesson 12: byte-level BPE, GPT-2 from the Hugging Face Hub and a Llama-style model
     "BPETokenizer",
     "GroupedQueryAttention",
     "Llama",
@@ -227,6 +227,7 @@ __all__ = [
     "bytes_to_unicode",
     "expand_kv_heads",
     "llama3_rope_frequencies",
+    "load_hf_gpt2",
     "merge_pair",
     "pair_counts",
     "pretokenize",

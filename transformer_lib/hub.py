@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 GPT2_HUB_NAME = "openai-community/gpt2"  # GPT-2's smallest model, 124M parameters
-CACHE = "this machine's Hugging Face cache (HF_HOME, by default ~/.cache/huggingface)"
+CACHE = "this machine's Hugging Face cache"
 
 
 def load_hf_gpt2(name: str = GPT2_HUB_NAME, download: bool = False) -> tuple[Any, Any]:
@@ -42,7 +42,8 @@ def load_hf_gpt2(name: str = GPT2_HUB_NAME, download: bool = False) -> tuple[Any
     except OSError as error:
         if download:
             raise OSError(f"downloading {name} failed: {fix}") from error
-        raise FileNotFoundError(f"{name} is not in {CACHE}: nothing loaded, nothing downloaded; {fix}") from error
+        raise FileNotFoundError(f"{name} is not in {CACHE} (HF_HOME, by default ~/.cache/huggingface): "
+                                f"nothing downloaded; {fix}") from error
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, local_files_only=not download)
     except OSError as error:
@@ -51,7 +52,7 @@ def load_hf_gpt2(name: str = GPT2_HUB_NAME, download: bool = False) -> tuple[Any
     if len(tokenizer) != vocab_size:
         raise FileNotFoundError(
             f"{name}'s tokenizer is not in {CACHE}, only its model (as after GPT2LMHeadModel.from_pretrained alone): "
-            f"the tokenizer built without its files is nearly empty, len(tokenizer) is {len(tokenizer)} where the model's "
-            f"vocab_size is {vocab_size}; {fix}"
+            f"loaded without its files it is nearly empty, len(tokenizer) = {len(tokenizer)} where the model's "
+            f"vocab_size = {vocab_size}; {fix}"
         )
     return model, tokenizer
