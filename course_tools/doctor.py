@@ -120,7 +120,7 @@ def advice(target: DeviceTarget) -> list[str]:
                 "output as an issue if it persists."]
     lines = [f"What to do: run the lessons on the CPU: set {DEVICE_ENV_VAR}=cpu before starting JupyterLab "
              f"(macOS, Linux: `{DEVICE_ENV_VAR}=cpu python3 course.py lab`; Windows cmd: "
-             f"`set {DEVICE_ENV_VAR}=cpu`, then `python3 course.py lab`)."]
+             f"`set {DEVICE_ENV_VAR}=cpu`, then `python course.py lab`)."]
     if target.device.type == "mps":
         lines.append(MPS_NOTE)
     return lines
