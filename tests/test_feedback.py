@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_lib.checks._feedback import Exercise, describe_mismatch
+from transformer_lib.checks._feedback import Exercise, Hint, describe_mismatch, show_hint
 
 
 def test_a_difference_beyond_the_printed_values_is_located():
@@ -23,3 +23,27 @@ def test_one_check_is_counted_in_the_singular(capsys):
         with ex.run():
             ex.compare("one number", value, 1.0)
         assert summary in ex.result.lines[-1], ex.result.lines
+
+
+def test_a_two_tier_hint_gives_the_idea_first_and_the_code_on_a_second_failure(capsys):
+    hint = Hint(idea="shift the targets by one position", code="labels = tgt[:, 1:]")
+
+    def check(value):
+        ex = Exercise("tiers")
+        with ex.run():
+            ex.compare("the labels", value, 1.0, mistakes={hint: 2.0})
+        return ex.result.lines
+
+    first = check(2.0)
+    assert "  hint: shift the targets by one position" in first
+    assert not any("labels = tgt[:, 1:]" in line for line in first), first
+    assert any('show_hint("tiers")' in line for line in first), first
+    capsys.readouterr()
+    show_hint("tiers")
+    assert capsys.readouterr().out == "next step: labels = tgt[:, 1:]\n"
+    assert "  next step: labels = tgt[:, 1:]" in check(2.0)
+    check(1.0)
+    show_hint("tiers")
+    assert "no failure with one" in capsys.readouterr().out
+    show_hint("never-checked")
+    assert "has not been checked yet" in capsys.readouterr().out

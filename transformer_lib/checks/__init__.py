@@ -3,6 +3,6 @@
 Each check compares the student's code with the course library and prints ``✔``/``✘`` lines with hints.
 """
 
-from ._feedback import CheckResult, Exercise, describe_mismatch, format_value
+from ._feedback import CheckResult, Exercise, Hint, describe_mismatch, format_value, show_hint
 
-__all__ = ["CheckResult", "Exercise", "describe_mismatch", "format_value"]
+__all__ = ["CheckResult", "Exercise", "Hint", "describe_mismatch", "format_value", "show_hint"]

@@ -9,6 +9,9 @@ came back with what the course library computes. Every comparison prints one lin
 
 A stub the student has not filled in yet (it still raises ``NotImplementedError``) is reported as
 "not attempted yet", without a traceback. The check returns a :class:`CheckResult`, which the grader reads.
+
+A hint can come in two tiers (:class:`Hint`): the idea on the first failure of a check, the code-level step only when
+the same check fails again, or when the learner asks with ``show_hint("<exercise>")``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,34 @@ import torch
 PASS_MARK = "✔"
 FAIL_MARK = "✘"
 NOT_ATTEMPTED = "not attempted yet"
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A two-tier hint: ``idea`` names the mistake; ``code`` gives the code-level step, shown only on request."""
+
+    idea: str
+    code: str
+
+    def __str__(self) -> str:
+        return self.idea
+
+
+# How often each (exercise, check) failed in this kernel, and the code-level hints of each exercise's last run.
+_FAILURES: dict[tuple[str, str], int] = {}
+_LAST_CODE_HINTS: dict[str, list[str]] = {}
+
+
+def show_hint(exercise: str) -> None:
+    """Print the code-level hints of the checks that failed the last time ``exercise`` was checked."""
+    hints = _LAST_CODE_HINTS.get(exercise)
+    if hints is None:
+        print(f"{exercise} has not been checked yet in this session: run its check cell first.")
+    elif not hints:
+        print(f"No code-level hint for {exercise}: its last check had no failure with one.")
+    else:
+        for hint in hints:
+            print(f"next step: {hint}")
 
 
 @dataclass
@@ -59,6 +90,7 @@ class Exercise:
 
     def __init__(self, name: str):
         self.result = CheckResult(exercise=name)
+        _LAST_CODE_HINTS[name] = []
 
     # -- running the student's code -------------------------------------------------------------------------
 
@@ -106,8 +138,8 @@ class Exercise:
         got: Any,
         expected: Any,
         *,
-        hint: str | None = None,
-        mistakes: dict[str, Any] | None = None,
+        hint: str | Hint | None = None,
+        mistakes: dict[str | Hint, Any] | None = None,
         atol: float = 1e-5,
         rtol: float = 1e-4,
         check_dtype: bool = False,
@@ -125,15 +157,15 @@ class Exercise:
             if describe_mismatch(got, wrong_value, atol=atol, rtol=rtol) is None:
                 hint = mistake_hint
                 break
-        self._fail_line(f"{what}: {problem}", hint=hint)
+        self._fail_line(f"{what}: {problem}", hint=hint, check=what)
         return False
 
-    def require(self, what: str, condition: bool, *, problem: str = "", hint: str | None = None) -> bool:
+    def require(self, what: str, condition: bool, *, problem: str = "", hint: str | Hint | None = None) -> bool:
         """A yes/no check: ``problem`` says what was wrong when ``condition`` is false."""
         if condition:
             self._pass_line(what)
             return True
-        self._fail_line(f"{what}: {problem}" if problem else what, hint=hint)
+        self._fail_line(f"{what}: {problem}" if problem else what, hint=hint, check=what)
         return False
 
     # -- output --------------------------------------------------------------------------------------------------
@@ -143,11 +175,21 @@ class Exercise:
         self.result.passed += 1
         self._emit(f"{PASS_MARK} {text}")
 
-    def _fail_line(self, text: str, hint: str | None = None) -> None:
+    def _fail_line(self, text: str, hint: str | Hint | None = None, check: str | None = None) -> None:
         self.result.total += 1
         self._emit(f"{FAIL_MARK} {text}")
-        if hint:
-            self._emit(f"  hint: {hint}")
+        if not hint:
+            return
+        self._emit(f"  hint: {hint}")
+        if isinstance(hint, Hint):
+            key = (self.result.exercise, check or text)
+            _FAILURES[key] = _FAILURES.get(key, 0) + 1
+            _LAST_CODE_HINTS[self.result.exercise].append(hint.code)
+            if _FAILURES[key] > 1:
+                self._emit(f"  next step: {hint.code}")
+            else:
+                self._emit(f"  (still stuck? `from transformer_lib.checks import show_hint; "
+                           f'show_hint("{self.result.exercise}")` shows the code-level step)')
 
     def _emit(self, line: str) -> None:
         self.result.lines.append(line)
