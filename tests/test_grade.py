@@ -19,7 +19,8 @@ from course_tools.exercises import render_exercise
 from course_tools.grading import class_run as class_runner
 from course_tools.grading import cli, isolation, review, scoring
 from course_tools.grading.assignments import identify_assignment, load_assignments
-from course_tools.grading.gradebook import column_names, write_gradebook
+from course_tools.grading.class_report import summarise
+from course_tools.grading.gradebook import build_rows, column_names, write_gradebook
 from course_tools.grading.isolation import Isolation, find_isolation
 from course_tools.grading.limits import Limits, memory_limit_holds, wrap_command
 from course_tools.grading.results import Status, SubmissionGrade
@@ -118,7 +119,12 @@ def test_submissions_are_never_modified(class_run):
 def bad_submissions(solution_nb) -> dict[str, object]:
     """Each case: what a student could hand in."""
     nb = solution_nb
-    cases = {}
+    cases = {"honest": nb}
+    cases["norm_without_sqrt"] = replace_solution(nb, "norm", "return (v ** 2).sum()")
+    cases["norm_other_wrong"] = replace_solution(nb, "norm", "return v.max()")
+    cases["cosine_dot_products"] = replace_solution(nb, "cosine_matrix", "return a @ b.T")
+    cases["cosine_wrong_axis"] = replace_solution(
+        nb, "cosine_matrix", "return (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T")
     cases["infinite_loop"] = replace_solution(nb, "norm", "while True:\n    pass")
     syntax = replace_solution(nb, "dot_product", "return (a * b).sum(")
     cases["syntax_error"] = syntax
@@ -187,6 +193,37 @@ def test_exception_in_the_function_fails_its_checks(bad_run):
     assert points(g) == full_except(assignment, "norm")
     assert exercise(g, "norm").status == Status.FAILED
     assert any("raised ZeroDivisionError" in line for line in exercise(g, "norm").lines)
+
+
+# What each submission's norm and cosine_matrix are diagnosed as ("" = passed): the class report counts these.
+DIAGNOSES = {
+    "honest": ("", ""),
+    "norm_without_sqrt": ("norm-no-square-root", ""),
+    "norm_other_wrong": ("other-wrong-answer", ""),
+    "cosine_dot_products": ("", "cosine-not-normalised"),
+    "cosine_wrong_axis": ("", "cosine-wrong-axis"),
+    "exception": ("error:ZeroDivisionError", ""),
+    "infinite_loop": ("timed-out", ""),
+    "renamed_function": ("missing-function", ""),
+    "cells_deleted": ("missing-function", ""),
+    "edited_checks": ("norm-no-squares", ""),
+}
+
+
+def test_each_submission_is_diagnosed_and_the_class_report_counts_it(bad_run, tmp_path):
+    grades, _, _ = bad_run
+    got = {name: (exercise(grades[name], "norm").diagnosis, exercise(grades[name], "cosine_matrix").diagnosis)
+           for name in DIAGNOSES}
+    assert got == DIAGNOSES
+    assert exercise(grades["norm_without_sqrt"], "norm").diagnosis_hint.startswith("you forgot the square root")
+    summaries = {s.exercise: s for s in summarise(build_rows(list(grades.values())))}
+    norm = summaries["norm"]
+    counts = {f.diagnosis: f.count for f in norm.findings}
+    assert counts["missing-function"] == 2 and counts["norm-no-square-root"] == 1
+    assert norm.submissions == len(grades) and norm.passed == sum(
+        exercise(g, "norm").status == Status.PASSED for g in grades.values())
+    assert {f.diagnosis: f.count for f in summaries["cosine_matrix"].findings}.items() >= {
+        "cosine-not-normalised": 1, "cosine-wrong-axis": 1}.items()
 
 
 def test_deleted_cells(bad_run):
@@ -392,6 +429,10 @@ def test_without_a_sandbox_grading_refuses_unless_told(tmp_path, monkeypatch, ca
     rows = list(csv.DictReader((tmp_path / "out" / "grades.csv").open(encoding="utf-8")))
     assert [(r["student"], r["sandbox"]) for r in rows] == [("alice", "none (--unsandboxed)")]
     assert "WARNING: grading WITHOUT a sandbox" in capsys.readouterr().err
+    out = tmp_path / "out"  # beside the gradebook: the class report and the feedback to hand back
+    assert "| dot_product | 1/1 (100%) | none |" in (out / "class_report.md").read_text(encoding="utf-8")
+    assert (out / "class_report.html").exists() and (out / f"class_report_{SIMILARITY}.png").exists()
+    assert "## ✔ norm" in (out / "feedback" / SIMILARITY / "alice.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("system, expected", [("Darwin", "this is macOS: the sandbox needs Linux (bubblewrap)"),

@@ -22,6 +22,8 @@ import pytest
 from course_files import SOLUTIONS
 from course_tools import ROOT
 from course_tools.grading.assignments import load_assignments
+from course_tools.grading.class_report import write_class_report
+from course_tools.grading.feedback_files import write_feedback
 from course_tools.grading.gradebook import build_rows, write_gradebook
 from course_tools.grading.isolation import BUBBLEWRAP, Isolation
 from course_tools.notebook_files import read_notebook
@@ -124,6 +126,16 @@ FAKE_MARKS = (  # replaces the grader's in-kernel reporter with one that says ev
 )
 
 
+FORGED_DIAGNOSIS = (  # reports a failure whose diagnosis and hint are markup aimed at the teacher's report page
+    "import json, sys, types\n"
+    "forged = {'mistake': '<img src=x onerror=alert(1)>', 'hint': '<script>alert(1)</script>'}\n"
+    "fake = types.ModuleType('course_tools.grading.in_kernel')\n"
+    "fake.report = lambda namespace, module, call, needs, marker: print(marker + json.dumps(\n"
+    "    {'result': {'ok': False, 'lines': ['✘ forged'], 'passed': 0, 'total': 1, 'diagnoses': [forged]}}))\n"
+    "sys.modules['course_tools.grading.in_kernel'] = fake"
+)
+
+
 def snapshot(*paths: Path) -> dict[Path, str]:
     return {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
 
@@ -171,9 +183,14 @@ def hostile_run(tmp_path_factory):
                         for name, cells in attacks(targets).items()]
     faker = with_cells(replace_solution(nb, "norm", "return v.sum()"), FAKE_MARKS)
     paths.append(save(root / "submissions" / "fakes_its_marks" / solution.name, faker))
+    forger = save(root / "submissions" / "forges_a_diagnosis" / solution.name, with_cells(nb, FORGED_DIAGNOSIS))
+    paths.append(forger)
     try:
         grades = grade_paths(paths, load_assignments(), isolation)
-        write_gradebook(build_rows(grades), root / "out")
+        rows = build_rows(grades)
+        write_gradebook(rows, root / "out")
+        write_class_report(rows, root / "out")
+        write_feedback(rows, root / "out")
     finally:
         changed = [path.name for path, digest in watched.items() if snapshot(path)[path] != digest]
         repo_secret.unlink()
@@ -219,7 +236,7 @@ def test_no_socket_of_the_host_can_be_reached(hostile_run):
 def test_the_grader_survives_and_no_process_is_left_behind(hostile_run):
     grades, _, _, _, leftover = hostile_run
     assert set(grades) == {"honest", "reads_files", "writes_outside", "reaches_network", "leaves_processes",
-                           "kills_grader", "fakes_its_marks"}
+                           "kills_grader", "fakes_its_marks", "forges_a_diagnosis"}
     assert grades["leaves_processes"].total == grades["leaves_processes"].max_points
     assert grades["kills_grader"].total == grades["kills_grader"].max_points  # it could kill nothing, not even itself
     assert leftover == []
@@ -268,4 +285,19 @@ def test_a_submission_can_fake_its_own_marks_but_is_flagged_for_review(hostile_r
     assert any(note.startswith("review by hand: the code uses sys.modules, the course's check code")
                for note in faker.notes), faker.notes
     flagged = [name for name, g in grades.items() if any(n.startswith("review by hand") for n in g.notes)]
-    assert flagged == ["fakes_its_marks"]
+    assert sorted(flagged) == ["fakes_its_marks", "forges_a_diagnosis"]
+
+
+def test_diagnoses_name_each_harm_and_a_forged_one_reaches_the_report_as_text(hostile_run):
+    """The class report sees every hostile submission as what it did to its own exercises; a diagnosis forged as
+    markup is read as unreadable, and its hint appears on the teacher's page escaped, never as a tag."""
+    grades, root, *_ = hostile_run
+    assert {e.diagnosis for e in grades["honest"].exercises} == {""}
+    assert {e.diagnosis for e in grades["forges_a_diagnosis"].exercises} == {"unreadable-diagnosis"}
+    assert all((e.diagnosis == "") == (e.status == "passed") for g in grades.values() for e in g.exercises)
+    page = (root / "out" / "class_report.html").read_text(encoding="utf-8")
+    assert "<script>" not in page and "<img src=x" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    report = page + (root / "out" / "class_report.md").read_text(encoding="utf-8")
+    assert TOKEN not in report and "teacher's secret" not in report
+    feedback = root / "out" / "feedback" / SIMILARITY
+    assert {p.stem for p in feedback.iterdir()} == set(grades)

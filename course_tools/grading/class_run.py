@@ -26,7 +26,7 @@ def crashed_grade(submission: Submission, error: BaseException, isolation: Isola
     reason = (f"the grader's worker process died while grading this file ({type(error).__name__}): grade it alone"
               if isinstance(error, BrokenProcessPool) else f"the grader failed on this file: {type(error).__name__}: "
               f"{error} (please report it)")
-    exercises = [ExerciseGrade(e.id, 0, e.points, Status.NOT_GRADED, [reason])
+    exercises = [ExerciseGrade(e.id, 0, e.points, Status.NOT_GRADED, [reason], diagnosis="not-graded")
                  for e in (submission.assignment.exercises if submission.assignment else ())]
     return SubmissionGrade(student=submission.student, file=str(submission.path), sha256=submission.sha256,
                            assignment=submission.assignment.name if submission.assignment else "?",

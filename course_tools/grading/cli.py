@@ -10,7 +10,9 @@ from pathlib import Path
 
 from .. import SOLUTIONS_DIR
 from .assignments import load_assignments
+from .class_report import write_class_report
 from .class_run import grade_class
+from .feedback_files import write_feedback
 from .gradebook import build_rows, print_summary, write_gradebook
 from .isolation import Isolation, find_isolation, why_no_sandbox
 from .kernel import KernelSettings
@@ -28,6 +30,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--assignment", help="grade every submission as this assignment (e.g. 01_similarity)")
     parser.add_argument("--roster", type=Path, help="CSV of the class (header: student[,email][,id])")
     parser.add_argument("--partial-credit", action="store_true", help="points × share of the checks passed")
+    parser.add_argument("--names", action="store_true",
+                        help="name the students in the class report (default: counts only)")
     parser.add_argument("--lms", choices=["canvas"], help="also write grades_canvas.csv for Canvas's import")
     parser.add_argument("--unsandboxed", action="store_true",
                         help="grade without a sandbox where none is possible (submissions run as you; recorded)")
@@ -88,6 +92,9 @@ def main(argv: list[str]) -> int:
     rows = build_rows(grades, roster, partial_credit=args.partial_credit)
     print_summary(rows)
     csv_path, json_path = write_gradebook(rows, args.out.resolve(), lms=args.lms)
+    report = write_class_report(rows, args.out.resolve(), names=args.names)
+    feedback = write_feedback(rows, args.out.resolve())
     print(f"\n[course] graded {len(grades)} submission(s) in {time.monotonic() - started:.1f} s; "
-          f"wrote {csv_path} and {json_path}")
+          f"wrote {csv_path} and {json_path}\n[course] the class's mistakes: {report} (and .md, .png); "
+          f"feedback to hand back: {feedback}")
     return 0

@@ -32,6 +32,8 @@ class ExerciseGrade:
     lines: list[str] = field(default_factory=list)
     checks_passed: int = 0  # how many of the checks that ran passed (for --partial-credit)
     checks_total: int = 0
+    diagnosis: str = ""  # what went wrong, for the class report: a mistake id (see ``diagnosis.py``); "" if passed
+    diagnosis_hint: str = ""  # the hint the learner saw for it
 
 
 @dataclass

@@ -67,8 +67,8 @@ def entry_keys(entry: RosterEntry) -> set[str]:
 
 def missing_grade(entry: RosterEntry, like: SubmissionGrade) -> SubmissionGrade:
     """The row of a roster student who submitted nothing for ``like``'s assignment: 0 of its points."""
-    exercises = [replace(e, points=0, status=Status.NOT_GRADED, lines=[NO_SUBMISSION], checks_passed=0, checks_total=0)
-                 for e in like.exercises]
+    exercises = [replace(e, points=0, status=Status.NOT_GRADED, lines=[NO_SUBMISSION], checks_passed=0, checks_total=0,
+                         diagnosis="no-submission", diagnosis_hint="") for e in like.exercises]
     return replace(like, student=entry.student, file="", sha256="", exercises=exercises, notes=[NO_SUBMISSION],
                    seconds=0.0, library_changed=False, isolation="")
 

@@ -14,6 +14,7 @@ import nbformat
 
 from .. import ROOT
 from .assignments import Assignment, ExerciseSpec
+from .diagnosis import BY_STATUS, failed_check_diagnosis
 from .in_kernel import cell_source
 from .isolation import Isolation
 from .kernel import MAX_CELL_OUTPUT_CHARS, CellRun, KernelRun, KernelSettings, run_cells
@@ -44,7 +45,7 @@ def exercise_grade(exercise: ExerciseSpec, run: CellRun, marker: str, check_time
                    stopped: str | None) -> ExerciseGrade:
     """Turn the output of one check cell into points and feedback."""
     def zero(status: Status, message: str) -> ExerciseGrade:
-        return ExerciseGrade(exercise.id, 0, exercise.points, status, [message])
+        return ExerciseGrade(exercise.id, 0, exercise.points, status, [message], diagnosis=BY_STATUS[status])
 
     if not run.ran:
         return zero(Status.NOT_GRADED, f"not graded: {stopped}")
@@ -70,8 +71,12 @@ def exercise_grade(exercise: ExerciseSpec, run: CellRun, marker: str, check_time
     counts = {"checks_passed": int(result.get("passed", 0)), "checks_total": int(result.get("total", 0))}
     if result.get("ok"):
         return ExerciseGrade(exercise.id, exercise.points, exercise.points, Status.PASSED, lines, **counts)
-    status = Status.FAILED if result.get("attempted", True) else Status.NOT_ATTEMPTED
-    return ExerciseGrade(exercise.id, 0, exercise.points, status, lines, **counts)
+    if not result.get("attempted", True):
+        return ExerciseGrade(exercise.id, 0, exercise.points, Status.NOT_ATTEMPTED, lines,
+                             diagnosis=BY_STATUS[Status.NOT_ATTEMPTED], **counts)
+    diagnosis, hint = failed_check_diagnosis(result.get("diagnoses"))
+    return ExerciseGrade(exercise.id, 0, exercise.points, Status.FAILED, lines, diagnosis=diagnosis,
+                         diagnosis_hint=hint, **counts)
 
 
 def cell_notes(numbered: list[tuple[int, nbformat.NotebookNode]], run: KernelRun,
@@ -127,7 +132,8 @@ def grade_submission(submission: Submission, settings: KernelSettings, isolation
     nb, problem = parse_notebook(submission.data)
     if problem or assignment is None:
         grade.notes.append(problem or "could not tell which assignment this is: use --assignment")
-        grade.exercises = [ExerciseGrade(e.id, 0, e.points, Status.NOT_GRADED, [problem or "unknown assignment"])
+        grade.exercises = [ExerciseGrade(e.id, 0, e.points, Status.NOT_GRADED, [problem or "unknown assignment"],
+                                         diagnosis=BY_STATUS[Status.NOT_GRADED])
                            for e in (assignment.exercises if assignment else ())]
     else:
         before = library_fingerprint()

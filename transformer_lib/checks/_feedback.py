@@ -12,11 +12,16 @@ A stub the student has not filled in yet (it still raises ``NotImplementedError`
 
 A hint can come in two tiers (:class:`Hint`): the idea on the first failure of a check, the code-level step only when
 the same check fails again, or when the learner asks with ``show_hint("<exercise>")``.
+
+Every failed check also records a diagnosis (``CheckResult.diagnoses``) that the grader's class report counts: the
+``id`` of the named mistake the answer matched (``missing-sqrt-dk``), ``other-wrong-answer`` when none matched, or
+``error:<ExceptionType>`` when the student's code raised.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,14 +34,18 @@ import torch
 PASS_MARK = "✔"
 FAIL_MARK = "✘"
 NOT_ATTEMPTED = "not attempted yet"
+OTHER_WRONG_ANSWER = "other-wrong-answer"
 
 
 @dataclass(frozen=True)
 class Hint:
-    """A two-tier hint: ``idea`` names the mistake; ``code`` gives the code-level step, shown only on request."""
+    """A hint: ``idea`` names the mistake; ``code`` (optional) is the code-level step, shown only on a second failure
+    or on request; ``id`` (optional) is the mistake's stable short name in the teacher's report (``missing-sqrt-dk``).
+    """
 
     idea: str
-    code: str
+    code: str = ""
+    id: str = ""
 
     def __str__(self) -> str:
         return self.idea
@@ -68,6 +77,8 @@ class CheckResult:
     passed: int = 0
     total: int = 0
     lines: list[str] = field(default_factory=list)
+    # One per failed check: {"check": what was checked, "mistake": its diagnosis id, "hint": the hint shown}.
+    diagnoses: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -107,6 +118,7 @@ class Exercise:
             self._fail_line(
                 f"your code raised {type(error).__name__}: {error}",
                 hint=_location_hint(error),
+                mistake=error_diagnosis(error),
             )
         self._summarise()
 
@@ -116,6 +128,7 @@ class Exercise:
             self._fail_line(
                 f"expected a function, got {type(function).__name__}",
                 hint="pass the function itself (no parentheses) to the check",
+                mistake="not-a-function",
             )
             raise _StopChecking
         try:
@@ -127,6 +140,7 @@ class Exercise:
             self._fail_line(
                 f"{description or name + '(…)'} raised {type(error).__name__}: {error}",
                 hint=_location_hint(error),
+                mistake=error_diagnosis(error),
             )
             raise _StopChecking from None
 
@@ -153,19 +167,21 @@ class Exercise:
         if problem is None:
             self._pass_line(what)
             return True
+        mistake = OTHER_WRONG_ANSWER
         for mistake_hint, wrong_value in (mistakes or {}).items():
             if describe_mismatch(got, wrong_value, atol=atol, rtol=rtol) is None:
-                hint = mistake_hint
+                hint, mistake = mistake_hint, mistake_id(mistake_hint)
                 break
-        self._fail_line(f"{what}: {problem}", hint=hint, check=what)
+        self._fail_line(f"{what}: {problem}", hint=hint, check=what, mistake=mistake)
         return False
 
     def require(self, what: str, condition: bool, *, problem: str = "", hint: str | Hint | None = None) -> bool:
-        """A yes/no check: ``problem`` says what was wrong when ``condition`` is false."""
+        """A yes/no check: ``problem`` says what was wrong when ``condition`` is false; ``hint`` names the mistake."""
         if condition:
             self._pass_line(what)
             return True
-        self._fail_line(f"{what}: {problem}" if problem else what, hint=hint, check=what)
+        self._fail_line(f"{what}: {problem}" if problem else what, hint=hint, check=what,
+                        mistake=mistake_id(hint) if hint else OTHER_WRONG_ANSWER)
         return False
 
     # -- output --------------------------------------------------------------------------------------------------
@@ -175,13 +191,15 @@ class Exercise:
         self.result.passed += 1
         self._emit(f"{PASS_MARK} {text}")
 
-    def _fail_line(self, text: str, hint: str | Hint | None = None, check: str | None = None) -> None:
+    def _fail_line(self, text: str, hint: str | Hint | None = None, check: str | None = None,
+                   mistake: str = OTHER_WRONG_ANSWER) -> None:
         self.result.total += 1
+        self.result.diagnoses.append({"check": check or text, "mistake": mistake, "hint": str(hint or "")})
         self._emit(f"{FAIL_MARK} {text}")
         if not hint:
             return
         self._emit(f"  hint: {hint}")
-        if isinstance(hint, Hint):
+        if isinstance(hint, Hint) and hint.code:
             key = (self.result.exercise, check or text)
             _FAILURES[key] = _FAILURES.get(key, 0) + 1
             _LAST_CODE_HINTS[self.result.exercise].append(hint.code)
@@ -208,6 +226,19 @@ class Exercise:
         else:
             checks = "check" if r.total == 1 else "checks"
             self._emit(f"{r.exercise}: {r.passed} of {r.total} {checks} passed. Read the hints above and try again.")
+
+
+def mistake_id(hint: str | Hint) -> str:
+    """A named mistake's short id: the hint's ``id``, else one made from its first words (``you-returned-dot``)."""
+    if isinstance(hint, Hint) and hint.id:
+        return hint.id
+    words = re.findall(r"[a-z0-9]+", str(hint).lower())[:5]
+    return "-".join(words) or OTHER_WRONG_ANSWER
+
+
+def error_diagnosis(error: BaseException) -> str:
+    """The diagnosis of a check stopped by the student's code raising: ``error:ValueError``."""
+    return f"error:{type(error).__name__}"
 
 
 def _location_hint(error: BaseException) -> str:
