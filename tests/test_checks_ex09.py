@@ -6,11 +6,11 @@ import torch.nn.functional as F
 from check_helpers import assert_rejected_with, stub
 from transformer_lib import label_smoothed_cross_entropy, padding_mask
 from transformer_lib.checks import ex09_training as check
-from transformer_lib.checks._feedback import NOT_ATTEMPTED
+from transformer_lib.checks._feedback import NOT_ATTEMPTED, show_hint
 
 
 def test_stubs_are_not_attempted(capsys):
-    checks = (check.shift_target, check.padded_loss, check.smoothed_loss, check.warmup_lr, check.training_step_fixed)
+    checks = (check.shift_target, check.padded_loss, check.smoothed_loss, check.warmup_lr, check.training_loop)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
@@ -20,6 +20,15 @@ def test_shift_target_accepts_the_solution_and_names_the_mistakes():
     assert check.shift_target(lambda tgt: (tgt[:, :-1], tgt[:, 1:])).ok
     assert_rejected_with(check.shift_target(lambda tgt: (tgt, tgt)), "you forgot the shift")
     assert_rejected_with(check.shift_target(lambda tgt: (tgt[:, 1:], tgt[:, :-1])), "swapped")
+
+
+def test_shift_target_hints_give_the_idea_first_and_the_code_on_request(capsys):
+    result = check.shift_target(lambda tgt: (tgt[:, :-1], tgt[:, :-1]))  # labels = the decoder input
+    hint_lines = [line for line in result.lines if line.startswith("  hint:")]
+    assert hint_lines and not any("tgt[" in line for line in hint_lines), hint_lines
+    capsys.readouterr()
+    show_hint("shift_target")
+    assert "labels = tgt[:, 1:]" in capsys.readouterr().out
 
 
 def test_padded_loss_accepts_the_solution_and_names_the_mistakes():
@@ -58,27 +67,108 @@ def test_smoothed_loss_accepts_the_solution_and_names_the_mistakes():
     assert_rejected_with(unsmoothed, "you forgot the smoothing")
 
 
-def _step(model, optimizer, src, tgt, pad_id, shift=True, zero_grad=True, clip_first=True):
-    decoder_input, labels = (tgt[:, :-1], tgt[:, 1:]) if shift else (tgt, tgt)
-    loss = label_smoothed_cross_entropy(model(src, decoder_input, src_mask=padding_mask(src, pad_id)), labels,
-                                        pad_id, 0.1)
-    if zero_grad:
-        optimizer.zero_grad()
-    loss.backward()
-    if clip_first:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    if not clip_first:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    return loss.item()
+def _loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm, mistake=None):
+    """The training loop written out, as a learner would, with at most one classic mistake."""
+    losses = []
+    for step, (src, tgt) in enumerate(batches, start=0 if mistake == "steps from 0" else 1):
+        if mistake != "no learning rate":
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step)
+        decoder_input, labels = tgt[:, :-1], tgt[:, 1:]
+        if mistake == "labels are the input":
+            labels = decoder_input
+        logits = model(src, decoder_input, src_mask=padding_mask(src, pad_id))  # (batch, T-1, V)
+        if mistake == "padding in the loss":
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), label_smoothing=smoothing)
+        else:
+            loss = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)
+        if mistake == "step, zero_grad, backward":
+            optimizer.step()
+        if mistake != "no zero_grad":
+            optimizer.zero_grad()
+        if mistake == "zero_grad, step, backward":
+            optimizer.step()
+        loss.backward()
+        if mistake != "clip after step":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        if mistake not in ("step, zero_grad, backward", "zero_grad, step, backward"):
+            optimizer.step()
+        if mistake == "clip after step":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        losses.append(loss.item())
+    return losses
 
 
-def test_training_step_fixed_accepts_the_solution_and_names_the_mistakes():
-    assert check.training_step_fixed(_step).ok
-    assert_rejected_with(check.training_step_fixed(lambda *a: _step(*a, shift=False)), "shift the target")
-    assert_rejected_with(check.training_step_fixed(lambda *a: _step(*a, zero_grad=False)), "optimizer.zero_grad()")
-    assert_rejected_with(check.training_step_fixed(lambda *a: _step(*a, clip_first=False)),
-                         "clip before optimizer.step()")
+def _own_loss_loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm):
+    """A correct loop that computes the smoothed loss its own way (exercise 3) and zeroes gradients in place."""
+    losses = []
+    for step, (src, tgt) in enumerate(batches, start=1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step)
+        logits = model(src, tgt[:, :-1], src_mask=padding_mask(src, pad_id))
+        losses.append(_smoothed_by_hand(logits, tgt[:, 1:], pad_id, smoothing))
+        optimizer.zero_grad(set_to_none=False)
+        losses[-1].backward()
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), clip_norm)
+        optimizer.step()
+    return [loss.detach() for loss in losses]
+
+
+def test_training_loop_accepts_correct_loops_and_leaves_the_callers_state_alone():
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    expected_draw = torch.rand(1)
+    torch.manual_seed(123)
+    assert check.training_loop(_loop).ok
+    assert torch.equal(torch.rand(1), expected_draw) and torch.get_num_threads() == threads
+    assert check.training_loop(_own_loss_loop).ok
+
+
+def test_training_loop_names_each_classic_mistake():
+    for mistake, feedback in (
+        ("no zero_grad", "the gradients accumulate"),
+        ("labels are the input", "every position learns to predict the token it reads"),
+        ("padding in the loss", "your loss counts the padding positions"),
+        ("zero_grad, step, backward", "optimizer.step() came before loss.backward()"),
+        ("step, zero_grad, backward", "optimizer.step() came before loss.backward()"),
+        ("clip after step", "clipping after optimizer.step()"),
+        ("no learning rate", "the learning rate never followed the schedule"),
+        ("steps from 0", "your steps count from 0"),
+    ):
+        result = check.training_loop(lambda *args, mistake=mistake: _loop(*args, mistake=mistake))
+        assert_rejected_with(result, feedback)
+
+
+def test_training_loop_names_pytorchs_smoothing_and_an_unshifted_target():
+    def pytorch_smoothing(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm):
+        losses = []
+        for step, (src, tgt) in enumerate(batches, start=1):
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step)
+            logits = model(src, tgt[:, :-1], src_mask=padding_mask(src, pad_id))
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=pad_id,
+                                   label_smoothing=smoothing)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+    assert_rejected_with(check.training_loop(pytorch_smoothing), "PyTorch's label_smoothing spreads")
+    assert_rejected_with(check.training_loop(check._wrong_loop(shift="none")), "you did not shift the target")
+
+
+def test_overfitting_one_batch_alone_does_not_catch_unshifted_labels():
+    """Copying the input is easy: such a loop passes the overfitting check, and only the comparison catches it."""
+    result = check.training_loop(lambda *args: _loop(*args, mistake="labels are the input"))
+    assert any(line.startswith("✔ overfits one fixed batch") for line in result.lines), result.lines
+    assert not result.ok
+
+
+def test_training_loop_asks_for_one_loss_per_batch():
+    assert_rejected_with(check.training_loop(lambda *args: _loop(*args)[:-1]), "append loss.item() once per batch")
+    assert_rejected_with(check.training_loop(lambda *args: None), "append loss.item() once per batch")
 
 
 def test_padded_loss_names_the_loss_averaged_over_padding():

@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from transformer_lib.data import random_windows
-from transformer_lib.evaluation import baseline_losses, bigram_probabilities, evaluate_lm_loss, unigram_probabilities
+from transformer_lib.evaluation import (
+    baseline_losses,
+    bigram_probabilities,
+    bleu,
+    evaluate_lm_loss,
+    unigram_probabilities,
+)
 from transformer_lib.gpt import GPT, GPTConfig
 
 
@@ -37,3 +43,20 @@ def test_evaluation_uses_fixed_windows_and_the_mean_loss():
     with torch.no_grad():
         expected = torch.nn.functional.cross_entropy(model(inputs).flatten(0, 1), targets.flatten()).item()
     assert first == pytest.approx(expected, rel=1e-4)
+
+
+def test_bleu_on_hand_computed_examples():
+    reference = "den mause alt der bar alt horen".split()
+    dropped = "den mause der bar alt horen".split()  # one adjective left out
+    # n-gram precisions 6/6, 4/5, 2/4, 1/3; brevity penalty exp(1 - 7/6)
+    by_hand = 100 * math.exp(1 - 7 / 6) * (1 * 4 / 5 * 2 / 4 * 1 / 3) ** 0.25
+    assert math.isclose(bleu([dropped], [reference]), by_hand)
+    assert bleu([reference], [reference]) == 100.0
+    assert math.isclose(bleu([["der"] * 4], [["der", "hund"]], max_n=1), 100 * 1 / 4)  # clipped: "der" counts once
+    longer = [*reference, "alt"]  # longer than the reference: no brevity penalty, precisions 7/8, 6/7, 5/6, 4/5
+    assert math.isclose(bleu([longer], [reference]), 100 * (7 / 8 * 6 / 7 * 5 / 6 * 4 / 5) ** 0.25)
+    assert bleu([["der", "hund"]], [["der", "hund"]]) == 0.0  # no 3-gram at all: no smoothing, the score is 0
+    corpus = bleu([dropped, reference], [reference, reference])  # counts are summed over the corpus, then combined
+    assert math.isclose(corpus, 100 * math.exp(1 - 14 / 13) * (13 / 13 * 10 / 11 * 7 / 9 * 5 / 7) ** 0.25)
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        bleu([["a"], ["b"]], [["a"]])

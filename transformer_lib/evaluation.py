@@ -1,9 +1,12 @@
-"""Evaluating a translator: greedy translations, exact match, and chrF (a character n-gram F-score); and measuring
-a character-level language model (lesson 11's GPT): its mean loss on fixed windows of a split, and the losses of three
-baselines that need no neural network (uniform, unigram and bigram character models).
+"""Evaluating a translator: greedy translations, exact match, chrF (a character n-gram F-score) and BLEU (a word
+n-gram precision); and measuring a character-level language model (lesson 11's GPT): its mean loss on fixed windows
+of a split, and the losses of three baselines that need no neural network (uniform, unigram and bigram character
+models).
 
 Exact match counts a translation only if every word is right; chrF (Popović, 2015) gives partial credit: it compares
-the character n-grams (n = 1 … 6, spaces removed) of the translations with those of the references.
+the character n-grams (n = 1 … 6, spaces removed) of the translations with those of the references; BLEU (Papineni
+et al., 2002) the word n-grams (n = 1 … 4), by precision only, with a penalty for translations shorter than the
+references.
 
 Every language-model loss is a cross-entropy in nats per character: the mean of ``-ln p(next character)``; ``ln V`` is
 the loss of a uniform guess over V characters. Shape legend: N = characters in a split, V = vocabulary size.
@@ -83,6 +86,36 @@ def chrf(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]
     if precision + recall == 0:
         return 0.0
     return 100 * (1 + beta**2) * precision * recall / (beta**2 * precision + recall)
+
+
+def _word_ngrams(words: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
+    return Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+
+
+def bleu(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]], max_n: int = 4) -> float:
+    """Corpus BLEU in [0, 100] (Papineni et al., 2002) with one reference per sentence, on the words as given.
+
+    For each n = 1 … max_n, the modified precision p_n is the number of hypothesis n-grams that the reference has,
+    each counted at most as often as the reference has it (clipped), over the number of hypothesis n-grams, both
+    summed over all sentences. BLEU is the geometric mean of p_1 … p_max_n times the brevity penalty
+    BP = min(1, exp(1 - r / c)), r and c the total lengths of references and hypotheses. There is no smoothing: an
+    order without a single match (or without a hypothesis n-gram) makes the score 0.
+    """
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: pass one per sentence")
+    log_precisions = []
+    for n in range(1, max_n + 1):
+        matches = total = 0
+        for hypothesis, reference in zip(hypotheses, references, strict=True):
+            hyp, ref = _word_ngrams(hypothesis, n), _word_ngrams(reference, n)
+            matches += sum((hyp & ref).values())  # clipped: an n-gram counts at most as often as the reference has it
+            total += sum(hyp.values())
+        if matches == 0:
+            return 0.0
+        log_precisions.append(math.log(matches / total))
+    hyp_length, ref_length = sum(map(len, hypotheses)), sum(map(len, references))
+    brevity_penalty = min(1.0, math.exp(1 - ref_length / hyp_length))
+    return 100 * brevity_penalty * math.exp(sum(log_precisions) / max_n)
 
 
 # --- language models: the loss on fixed windows, and the baselines that count characters

@@ -30,7 +30,7 @@ from .model import Transformer
 
 
 def shift_for_teacher_forcing(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``<bos> y1 … yn <eos>`` -> decoder input ``<bos> y1 … yn`` and labels ``y1 … yn <eos>``, both (batch, T-1).
+    """``<bos> y1 … ym <eos>`` -> decoder input ``<bos> y1 … ym`` and labels ``y1 … ym <eos>``, both (batch, T-1).
 
     The decoder reads the target shifted right by one and predicts the next token at every position.
     """

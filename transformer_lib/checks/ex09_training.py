@@ -1,17 +1,28 @@
 """Checks for lesson 09's exercises: the shifted target, the padded loss, label smoothing without ``<pad>``, the
-warm-up schedule and a repaired training step."""
+warm-up schedule and the whole training loop (overfit one batch first, then step for step equal to the library's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import math
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from ..data import make_translation_task
 from ..masks import padding_mask
 from ..model import Transformer, TransformerConfig
-from ..training import label_smoothed_cross_entropy, shift_for_teacher_forcing, training_step, transformer_lr
-from ._feedback import CheckResult, Exercise
+from ..training import (
+    label_smoothed_cross_entropy,
+    shift_for_teacher_forcing,
+    training_step,
+    transformer_lr,
+    warmup_linear_decay_lr,
+)
+from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 
 PAD_ID = 0
 TARGET = torch.tensor([[1, 7, 8, 9, 2], [1, 5, 2, 0, 0]])  # <bos>=1 … <eos>=2, then padding
@@ -28,12 +39,16 @@ def shift_target(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.
         decoder_input, labels = result
         expected_input, expected_labels = shift_for_teacher_forcing(TARGET)
         ex.compare("decoder input: <bos> and the target without its last token", decoder_input, expected_input,
-                   hint="tgt[:, :-1]",
+                   hint=Hint(idea="the decoder reads <bos> and every target token but the last one (it never reads "
+                                  "the token it has to predict last)", code="decoder_input = tgt[:, :-1]"),
                    mistakes={"you forgot the shift: the decoder reads the target shifted right by one": TARGET,
                              "swapped: the input starts with <bos>, the labels end with <eos>": expected_labels})
-        ex.compare("labels: the target without <bos>", labels, expected_labels, hint="tgt[:, 1:]",
+        ex.compare("labels: the target without <bos>", labels, expected_labels,
+                   hint=Hint(idea="the label at each position is the token after the one the decoder reads there: "
+                                  "the target without its first token, <bos>", code="labels = tgt[:, 1:]"),
                    mistakes={"you forgot the shift: the label at each position is the next token": TARGET,
-                             "swapped: the labels are tgt[:, 1:]": expected_input})
+                             Hint(idea="swapped: the labels start after <bos> and end with <eos>",
+                                  code="labels = tgt[:, 1:]"): expected_input})
     return ex.result
 
 
@@ -48,8 +63,9 @@ def padded_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
         expected = label_smoothed_cross_entropy(logits, labels, PAD_ID)
         ex.compare("loss of a batch with padding", ex.call(student_fn, logits, labels, PAD_ID), expected,
                    hint="cross-entropy per token, keep tokens whose label != pad_id, average over those",
-                   mistakes={"you counted the padding positions: leave out labels equal to pad_id "
-                             "(F.cross_entropy(..., ignore_index=pad_id))": F.cross_entropy(flat_logits, flat_labels),
+                   mistakes={Hint(idea="you counted the padding positions: leave out the positions whose label is "
+                                  "pad_id", code="F.cross_entropy(..., ignore_index=pad_id)"):
+                             F.cross_entropy(flat_logits, flat_labels),
                              "you summed: divide by the number of real tokens":
                              F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, reduction="sum"),
                              "you divided by all positions, padding included: divide by the real tokens only":
@@ -65,7 +81,9 @@ def warmup_lr(student_fn: Callable[[int, int, int], float]) -> CheckResult:
             expected = transformer_lr(step, 512, 4000)
             ex.compare(f"step {step}, d_model 512, warm-up 4000", ex.call(student_fn, step, 512, 4000), expected,
                        rtol=1e-6, atol=0,
-                       hint="d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)",
+                       hint=Hint(idea="the rate rises in proportion to step during the warm-up, then falls like "
+                                      "1/sqrt(step): take the smaller of the two terms, scaled by 1/sqrt(d_model)",
+                                 code="d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)"),
                        mistakes={"multiply by d_model**-0.5": expected * 512**0.5,
                                  "take the min of the two terms, not the max":
                                  512**-0.5 * max(step**-0.5, step * 4000**-1.5)})
@@ -112,63 +130,243 @@ def smoothed_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int, float],
     return ex.result
 
 
-def _tiny_run(step_fn: Callable[..., float]) -> tuple[list[float], torch.Tensor]:
-    """Two SGD steps of a tiny seeded Transformer through ``step_fn``: the returned losses and how far each weight
-    tensor moved (float64 norms)."""
+# --- the whole training loop: overfit one batch first, then the same steps as the library's
+
+OVERFIT_PAIRS, OVERFIT_STEPS, OVERFIT_LR, OVERFIT_BOUND = 4, 40, 2e-2, 0.1
+LOOP_STEPS, LOOP_SMOOTHING, LOOP_CLIP = 3, 0.1, 1.0
+# float64 and the library's own operations: a correct loop agrees to about 1e-12, every mistake below moves some weight
+# by more than 1e-3 of its distance. (atol: the keys' biases get gradients of rounding size only, which Adam turns into
+# moves of about 1e-10 that depend on the order of the sums.)
+EXACT = {"rtol": 1e-6, "atol": 1e-8}
+
+
+@functools.cache
+def _loop_data() -> tuple[int, int, int, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Lesson 09's language pair, small: both vocabulary sizes, the pad id and three padded batches of 8 pairs."""
+    task = make_translation_task(num_train=8 * LOOP_STEPS, num_valid=1, num_test=1, num_unseen=1, seed=0)
+    return len(task.src_vocab), len(task.tgt_vocab), task.tgt_vocab.pad_id, list(task.batches("train", 8))
+
+
+def _tiny_model(dtype: torch.dtype) -> Transformer:
+    """A seeded Transformer small enough to train in a fraction of a second."""
+    src_vocab, tgt_vocab, _, _ = _loop_data()
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(11, 11, d_model=8, num_heads=2, num_encoder_layers=1,
-                                          num_decoder_layers=1, d_ff=16, dropout=0.0, max_len=16))
-    before = [p.detach().clone() for p in model.parameters()]
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    src = torch.tensor([[3, 4, 5, 2], [6, 7, 2, 0]])  # (2, S) with padding
-    losses = [step_fn(model, optimizer, src, TARGET, PAD_ID) for _ in range(2)]
-    moved = torch.stack([(p.detach() - b).double().norm() for p, b in zip(model.parameters(), before, strict=True)])
-    return [float(loss) for loss in losses], moved
+    return Transformer(TransformerConfig(src_vocab, tgt_vocab, d_model=16, num_heads=2, num_encoder_layers=1,
+                                         num_decoder_layers=1, d_ff=32, dropout=0.0, max_len=16,
+                                         share_embeddings=False)).to(dtype)
 
 
-def _reference_step(model: Transformer, optimizer: torch.optim.Optimizer, src: torch.Tensor, tgt: torch.Tensor,
-                    pad_id: int) -> float:
-    return training_step(model, optimizer, src, tgt, pad_id, smoothing=0.1, clip_norm=1.0)[0]
+def _adam(model: Transformer) -> torch.optim.Optimizer:
+    """Lesson 09's optimiser. Its starting lr (1e-3) is on neither schedule, so a loop that never sets it shows."""
+    return torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
 
 
-def _wrong_step(shift: bool = True, zero_grad: bool = True, clip_first: bool = True) -> Callable[..., float]:
-    """A training step with one classic mistake, for the feedback of ``training_step_fixed``."""
-
-    def step(model: Transformer, optimizer: torch.optim.Optimizer, src: torch.Tensor, tgt: torch.Tensor,
-             pad_id: int) -> float:
-        decoder_input, labels = shift_for_teacher_forcing(tgt) if shift else (tgt, tgt)
-        logits = model(src, decoder_input, src_mask=padding_mask(src, pad_id))
-        loss = label_smoothed_cross_entropy(logits, labels, pad_id, 0.1)
-        if zero_grad:
-            optimizer.zero_grad()
-        loss.backward()
-        if clip_first:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if not clip_first:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        return loss.item()
-    return step
+def _loop_lr(step: int) -> float:
+    """The three-step run's schedule: a warm-up over 2 steps to 1e-2, then a linear decay to 0 at step 10."""
+    return warmup_linear_decay_lr(step, 1e-2, 2, 10)
 
 
-def training_step_fixed(student_fn: Callable[..., float]) -> CheckResult:
-    """Check a repaired ``training_step(model, optimizer, src, tgt, pad_id)`` against the library's step."""
-    ex = Exercise("training_step_fixed")
+@contextmanager
+def _quietly_one_thread() -> Iterator[None]:
+    """One thread (tiny matrices: faster, steadier); the caller's thread count and random state come back after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _overfit(loop_fn: Callable[..., Any]) -> Any:
+    """``loop_fn`` on one fixed batch of 4 pairs, 40 times: Adam at a constant 2e-2, no smoothing, clip 1.0.
+    Returns what ``loop_fn`` returns."""
+    _, _, pad_id, batches = _loop_data()
+    batch = (batches[0][0][:OVERFIT_PAIRS], batches[0][1][:OVERFIT_PAIRS])
+    with _quietly_one_thread():
+        model = _tiny_model(torch.float32)
+        return loop_fn(model, _adam(model), [batch] * OVERFIT_STEPS, pad_id, lambda step: OVERFIT_LR, 0.0, LOOP_CLIP)
+
+
+def _three_steps(loop_fn: Callable[..., Any]) -> tuple[Any, torch.Tensor]:
+    """``loop_fn`` on three batches in float64, from the seeded model: what it returns, and how far each weight
+    tensor moved (its norm)."""
+    _, _, pad_id, batches = _loop_data()
+    with _quietly_one_thread():
+        model = _tiny_model(torch.float64)
+        before = [p.detach().clone() for p in model.parameters()]
+        losses = loop_fn(model, _adam(model), batches, pad_id, _loop_lr, LOOP_SMOOTHING, LOOP_CLIP)
+        moved = torch.stack([(p.detach() - b).norm() for p, b in zip(model.parameters(), before, strict=True)])
+    return losses, moved
+
+
+def _library_loop(model: Transformer, optimizer: torch.optim.Optimizer, batches: Iterable, pad_id: int,
+                  lr_at: Callable[[int], float], smoothing: float, clip_norm: float) -> list[float]:
+    """The library's loop, ``train``'s body: set this step's learning rate, then ``training_step``."""
+    losses = []
+    for step, (src, tgt) in enumerate(batches, start=1):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step)
+        losses.append(training_step(model, optimizer, src, tgt, pad_id, smoothing, clip_norm)[0])
+    return losses
+
+
+def _wrong_loop(shift: str = "right", loss: str = "ours", order: str = "right", set_lr: bool = True,
+                first_step: int = 1) -> Callable[..., list[float]]:
+    """The loop with one classic mistake, for the feedback of ``training_loop``."""
+
+    def loop(model: Transformer, optimizer: torch.optim.Optimizer, batches: Iterable, pad_id: int,
+             lr_at: Callable[[int], float], smoothing: float, clip_norm: float) -> list[float]:
+        losses = []
+        for step, (src, tgt) in enumerate(batches, start=first_step):
+            if set_lr:
+                for group in optimizer.param_groups:
+                    group["lr"] = lr_at(step)
+            decoder_input, labels = {"right": (tgt[:, :-1], tgt[:, 1:]), "labels are the input": (tgt[:, :-1],
+                                     tgt[:, :-1]), "none": (tgt, tgt)}[shift]
+            logits = model(src, decoder_input, src_mask=padding_mask(src, pad_id))  # (batch, T, V)
+            flat_logits, flat_labels = logits.flatten(0, 1), labels.flatten()
+            if loss == "ours":
+                value = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)
+            elif loss == "padding counted":
+                value = F.cross_entropy(flat_logits, flat_labels, label_smoothing=smoothing)
+            else:  # PyTorch's smoothing: over all V tokens, <pad> included
+                value = F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, label_smoothing=smoothing)
+            if order != "no zero_grad":
+                optimizer.zero_grad()
+            if order == "step before backward":
+                optimizer.step()
+            value.backward()
+            if order != "clip after step":
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+            if order != "step before backward":
+                optimizer.step()
+            if order == "clip after step":
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+            losses.append(value.item())
+        return losses
+    return loop
+
+
+SHIFT_HINT = Hint(idea="your labels are the decoder's own input: every position learns to predict the token it "
+                       "reads, not the next one (copying is easy, so the loss still falls)",
+                  code="decoder_input, labels = tgt[:, :-1], tgt[:, 1:]", id="labels-not-shifted")
+NO_SHIFT_HINT = Hint(idea="you did not shift the target: the decoder reads all of it, and every position learns to "
+                          "predict the token it reads, not the next one",
+                     code="decoder_input, labels = tgt[:, :-1], tgt[:, 1:]", id="target-not-shifted")
+PADDING_HINT = Hint(idea="your loss counts the padding positions: average over the real tokens only (the labels "
+                         "that are not pad_id)",
+                    code="loss = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing), or your "
+                         "smoothed_loss of exercise 3", id="padding-in-loss")
+PYTORCH_SMOOTHING_HINT = Hint(idea="PyTorch's label_smoothing spreads the smoothing over <pad> too (exercise 3): the "
+                                   "course's loss spreads it over the tokens other than <pad>",
+                              code="loss = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)",
+                              id="pytorch-label-smoothing")
+ZERO_GRAD_HINT = Hint(idea="the gradients accumulate: each backward() adds to the gradients of all the earlier steps "
+                           "unless you clear them first",
+                      code="optimizer.zero_grad() before loss.backward(), in every step", id="no-zero-grad")
+STEP_BEFORE_BACKWARD_HINT = Hint(
+    idea="optimizer.step() came before loss.backward(): the step must use the gradients of this step's loss, so it "
+         "comes after backward (and after clipping)",
+    code="in every step: optimizer.zero_grad(), loss.backward(), clip, optimizer.step()", id="step-before-backward")
+CLIP_AFTER_STEP_HINT = Hint(
+    idea="the gradient was not clipped when the step used it: clipping after optimizer.step() (or not at all) "
+         "changes nothing, since the next zero_grad() clears that gradient",
+    code="torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm) between loss.backward() and optimizer.step()",
+    id="clip-after-step")
+LR_HINT = Hint(idea="the learning rate never followed the schedule: set it at every step, before optimizer.step()",
+               code='for group in optimizer.param_groups: group["lr"] = lr_at(step)', id="lr-not-set")
+STEP_ZERO_HINT = Hint(idea="your steps count from 0: lr_at counts them from 1, as lesson 09's schedule does",
+                      code="for step, (src, tgt) in enumerate(batches, start=1):", id="steps-from-0")
+
+# The mistakes that change the first loss (computed before any update), and those that change only the updates.
+_LOSS_MISTAKES = {SHIFT_HINT: {"shift": "labels are the input"}, NO_SHIFT_HINT: {"shift": "none"},
+                  PADDING_HINT: {"loss": "padding counted"}, PYTORCH_SMOOTHING_HINT: {"loss": "pytorch smoothing"}}
+_UPDATE_MISTAKES = {ZERO_GRAD_HINT: {"order": "no zero_grad"},
+                    STEP_BEFORE_BACKWARD_HINT: {"order": "step before backward"},
+                    CLIP_AFTER_STEP_HINT: {"order": "clip after step"}, LR_HINT: {"set_lr": False},
+                    STEP_ZERO_HINT: {"first_step": 0}}
+
+
+@functools.cache
+def _mistake_runs() -> dict[Hint, tuple[list[float], torch.Tensor]]:
+    """What each classic mistake gives on the three-step run (computed once per process, when first needed)."""
+    return {hint: _three_steps(_wrong_loop(**flags)) for hint, flags in (_LOSS_MISTAKES | _UPDATE_MISTAKES).items()}
+
+
+_STEPPED_IN_PLACE = object()
+
+
+def _guarded(run: Callable[[Callable[..., Any]], Any], loop_fn: Callable[..., Any]) -> Any:
+    """``run(loop_fn)``; the error that backward() raises after optimizer.step() changed the weights it needs
+    becomes a marker, so the check can name that mistake."""
+    try:
+        return run(loop_fn)
+    except RuntimeError as error:
+        if "modified by an inplace operation" in str(error):
+            return _STEPPED_IN_PLACE
+        raise
+
+
+def _stepped_in_place(ex: Exercise, returned: Any) -> bool:
+    """Name the mistake when the student's loop broke backward() by stepping first; True when it did."""
+    if returned is not _STEPPED_IN_PLACE:
+        return False
+    ex.require("your loop runs", False, problem="loss.backward() needed weights that optimizer.step() had already "
+               "changed in place", hint=STEP_BEFORE_BACKWARD_HINT)
+    return True
+
+
+def _numbers(value: Any, count: int) -> list[float] | None:
+    """``value`` as a list of ``count`` floats, or None when it is not one loss per batch."""
+    if not isinstance(value, list | tuple) or len(value) != count:
+        return None
+    try:
+        return [float(loss) for loss in value]
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def training_loop(student_fn: Callable[..., list[float]]) -> CheckResult:
+    """Check ``train_loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm)``: first it must overfit
+    one fixed batch; then three steps of it must move every weight as the library's ``training_step`` does (same
+    seed, same model, same batches, float64)."""
+    ex = Exercise("training_loop")
     with ex.run():
-        expected_losses, expected_moved = _tiny_run(_reference_step)
-        losses, moved = ex.call(_tiny_run, student_fn, description="two training steps of a tiny model")
-        wrong = {name: _tiny_run(_wrong_step(**flags)) for name, flags in (
-            ("shift", {"shift": False}), ("zero_grad", {"zero_grad": False}), ("clip", {"clip_first": False}))}
-        ex.compare("the loss of both steps", losses, expected_losses, rtol=1e-5,
-                   hint="shift the target, run the model, take the label-smoothed loss (0.1) over the real tokens",
-                   mistakes={"shift the target: the decoder reads tgt[:, :-1] and predicts tgt[:, 1:]":
-                             wrong["shift"][0]})
-        ex.compare("how far each weight moved in the two steps", moved, expected_moved, rtol=1e-5,
-                   hint="zero the gradients, backward, clip the gradient norm to 1.0, then optimizer.step()",
-                   mistakes={"clear the old gradients (optimizer.zero_grad()) before backward: they add up":
-                             wrong["zero_grad"][1],
-                             "clip before optimizer.step(): clipping afterwards changes nothing the step used":
-                             wrong["clip"][1],
-                             "shift the target: the decoder reads tgt[:, :-1] and predicts tgt[:, 1:]":
-                             wrong["shift"][1]})
+        returned = ex.call(_guarded, _overfit, student_fn, description="your loop on one fixed batch")
+        if _stepped_in_place(ex, returned):
+            return ex.result
+        losses = _numbers(returned, OVERFIT_STEPS)
+        if not ex.require("returns one loss per batch", losses is not None,
+                          problem=f"got {returned!r:.60} for {OVERFIT_STEPS} batches",
+                          hint="append loss.item() once per batch and return the list"):
+            return ex.result
+        ex.require(f"overfits one fixed batch of {OVERFIT_PAIRS} pairs: its loss is below {OVERFIT_BOUND} after "
+                   f"{OVERFIT_STEPS} steps", math.isfinite(losses[-1]) and losses[-1] < OVERFIT_BOUND,
+                   problem=f"it went from {losses[0]:.3g} to {losses[-1]:.3g}",
+                   hint="a correct loop learns one batch by heart in a few dozen steps; if yours cannot, training on "
+                        "more data will not help: the checks below say where it differs from the library's")
+        expected_losses, expected_moved = _three_steps(_library_loop)
+        run = ex.call(_guarded, _three_steps, student_fn, description="your loop on three batches")
+        if _stepped_in_place(ex, run):
+            return ex.result
+        returned, moved = run
+        losses = _numbers(returned, LOOP_STEPS)
+        if losses is None:
+            ex.require(f"returns one loss per batch ({LOOP_STEPS} batches)", False, problem=f"got {returned!r:.60}",
+                       hint="append loss.item() once per batch and return the list")
+            return ex.result
+        runs = _mistake_runs() if describe_mismatch(moved, expected_moved, **EXACT) else {}
+        loss_right = ex.compare(
+            "the first batch's loss, before any update (float64)", losses[0], expected_losses[0], **EXACT,
+            hint="shift the target, run the model with the source's padding mask, and take the label-smoothed loss "
+                 "over the real tokens",
+            mistakes={hint: runs[hint][0][0] for hint in _LOSS_MISTAKES if hint in runs})
+        update_hint = ("every step: set the learning rate, zero the gradients, backward, clip, step" if loss_right
+                       else "the loss is wrong already (line above): fix it first, the weights follow from it")
+        if ex.compare(f"how far each weight tensor moved in {LOOP_STEPS} steps of Adam (float64)", moved,
+                      expected_moved, **EXACT, hint=update_hint,
+                      mistakes={hint: runs[hint][1] for hint in _UPDATE_MISTAKES if hint in runs}):
+            ex.compare(f"the losses of all {LOOP_STEPS} steps", losses, expected_losses, **EXACT,
+                       hint="return loss.item() of every step, measured before that step's update")
     return ex.result
