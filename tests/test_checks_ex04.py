@@ -104,7 +104,7 @@ def test_score_terms_accepts_the_solution_and_names_swaps_projections_and_scalin
     assert any(line.startswith(f"{PASS_MARK} the four terms add up") for line in result.lines)
     assert_rejected_with(
         check.score_terms(lambda e_q, pe_q, e_k, pe_k, w_q, w_k: score_terms(e_q, pe_q, e_k, pe_k, w_q, w_q)),
-        "project the keys with W_K",
+        "project the keys with W^K",
     )
     def unprojected(e_q, pe_q, e_k, pe_k, w_q, w_k):
         return torch.stack([e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k])

@@ -42,6 +42,40 @@ def entropy_bits(weights: torch.Tensor) -> float:
     return float(-(positive * positive.log2()).sum())
 
 
+def unit_variance_scores(
+    d_k: int, num_queries: int = 128, num_keys: int = 16, seed: int = 0, max_d_k: int = 512
+) -> torch.Tensor:
+    """Dot products ``q·k`` of random queries and keys whose components are independent, mean 0 and variance 1 (as
+    at initialisation): a float64 tensor (num_queries, num_keys), one row of scores per query.
+
+    The vectors are drawn once at width ``max_d_k`` from ``seed`` (on the CPU) and cut to their first ``d_k``
+    components, so raising ``d_k`` adds components to the same vectors: each score is a sum of ``d_k`` products
+    ``q_i k_i``, so its variance is ``d_k`` and its typical size ``√d_k``.
+    """
+    if not 1 <= d_k <= max_d_k:
+        raise ValueError(f"d_k={d_k} must be in 1 … max_d_k={max_d_k}: raise max_d_k to draw wider vectors")
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(num_queries, max_d_k, generator=generator, dtype=torch.float64)[:, :d_k]  # (num_queries, d_k)
+    k = torch.randn(num_keys, max_d_k, generator=generator, dtype=torch.float64)[:, :d_k]  # (num_keys, d_k)
+    return q @ k.T  # (num_queries, num_keys)
+
+
+def additive_attention_scores(
+    query: torch.Tensor, keys: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor, v: torch.Tensor
+) -> torch.Tensor:
+    """Additive scores of Bahdanau, Cho and Bengio (2015): ``e_j = tanh(q W + k_j U) · v`` for every key ``k_j``.
+
+    The paper writes column vectors, ``e_ij = vᵀ tanh(W s_{i-1} + U h_j)`` with ``s_{i-1}`` the decoder's state and
+    ``h_j`` the encoder's; here vectors are rows, so ``w_query`` (d_q, d_a) and ``w_key`` (d_k, d_a) are the
+    transposes of its W and U. Shapes: ``query`` (…, T_q, d_q), ``keys`` (…, T_k, d_k), ``v`` (d_a,); returns
+    scores (…, T_q, T_k), to be turned into weights by a softmax over the keys.
+    """
+    projected_query = query @ w_query  # (…, T_q, d_a)
+    projected_keys = keys @ w_key  # (…, T_k, d_a)
+    hidden = torch.tanh(projected_query[..., :, None, :] + projected_keys[..., None, :, :])  # (…, T_q, T_k, d_a)
+    return hidden @ v  # (…, T_q, T_k)
+
+
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -134,7 +168,7 @@ def check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must have the same last dimension d_k; got {shapes}. "
-            "Project queries and keys to the same size (W_Q and W_K need the same number of output columns)."
+            "Project queries and keys to the same size (W^Q and W^K need the same number of output columns)."
         )
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(

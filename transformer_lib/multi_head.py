@@ -9,7 +9,9 @@ the opposite polarity.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -146,3 +148,36 @@ class MultiHeadAttention(nn.Module):
             )
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value must have the same length T_k (one value per key), got {shapes}")
+
+
+@torch.no_grad()
+def record_attention(model: nn.Module, *inputs: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+    """Run ``model(*inputs, **kwargs)`` once and return the attention weights of every ``MultiHeadAttention``
+    inside it, by module name (e.g. ``"decoder_layers.1.multihead_attn"``), each (batch, heads, T_q, T_k).
+
+    The layers may ask their attention for no weights (so the fused kernel can run); forward hooks ask for them here
+    and are removed afterwards. Puts the model in eval mode (no dropout), without gradients.
+    """
+    recorded: dict[str, torch.Tensor] = {}
+
+    def want_weights(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return args, {**kwargs, "need_weights": True}
+
+    def keeper(name: str) -> Callable[..., None]:
+        def keep_weights(module: nn.Module, args: tuple, kwargs: dict, output: tuple) -> None:
+            recorded[name] = output[1]  # (batch, heads, T_q, T_k)
+
+        return keep_weights
+
+    handles = []
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            handles.append(module.register_forward_pre_hook(want_weights, with_kwargs=True))
+            handles.append(module.register_forward_hook(keeper(name), with_kwargs=True))
+    try:
+        model.eval()
+        model(*inputs, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return recorded

@@ -112,7 +112,7 @@ def unscaled_score_std(student_fn: Callable[[], float]) -> CheckResult:
 
 
 def favourite_keys(student_fn: Callable[[], list[int]]) -> CheckResult:
-    """Check a prediction: for each query of the example (X, W_Q, W_K), the index of its largest attention weight."""
+    """Check a prediction: for each query of the example (X, W^Q, W^K), the index of its largest attention weight."""
     ex = Exercise("favourite_keys")
     with ex.run():
         q, k = X @ W_Q, X @ W_K  # (4, 2) each: self-attention on one sequence
@@ -122,11 +122,11 @@ def favourite_keys(student_fn: Callable[[], list[int]]) -> CheckResult:
         if isinstance(got, torch.Tensor):
             got = got.tolist()
         ex.compare("the key each query (A, B, C, D) attends to most", got, weights.argmax(dim=-1).tolist(),
-                   hint="compute Q = X W_Q and K = X W_K, then the scores Q Kᵀ: each ROW is one query",
+                   hint="compute Q = X W^Q and K = X W^K, then the scores Q Kᵀ: each ROW is one query",
                    mistakes={"a token need not attend most to itself: compare the whole row of scores":
                              list(range(len(TOKENS))),
                              "you took the largest entry of each column (the query that looks at a key most): "
                              "take each row's largest, over the keys": scores.argmax(dim=0).tolist(),
-                             "you compared the token vectors directly (X Xᵀ): the scores are (X W_Q)(X W_K)ᵀ":
+                             "you compared the token vectors directly (X Xᵀ): the scores are (X W^Q)(X W^K)ᵀ":
                              (X @ X.T).argmax(dim=-1).tolist()})
     return ex.result

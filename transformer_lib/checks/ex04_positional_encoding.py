@@ -55,7 +55,7 @@ def positional_encoding_matrix(student_fn: Callable) -> CheckResult:
 
 
 def shift_matrix(student_fn: Callable) -> CheckResult:
-    """Check a function (offset, d_model) -> (d_model, d_model) matrix M with PE(p + offset) = M @ PE(p)."""
+    """Check a function (offset, d_model) -> (d_model, d_model) matrix M with PE(pos + offset) = M @ PE(pos)."""
     ex = Exercise("shift_matrix")
     with ex.run():
         got = ex.call(student_fn, 3, 6)
@@ -73,7 +73,7 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
         )
         pe = sinusoidal_encoding(30, 8).double()
         moved = torch.as_tensor(ex.call(student_fn, 5, 8), dtype=torch.float64) @ pe[:-5].T  # (8, 25)
-        ex.compare("M_5 moves every PE(p) to PE(p + 5) (d_model = 8, p = 0 … 24)", moved.T, pe[5:], atol=1e-4)
+        ex.compare("M_5 moves every PE(pos) to PE(pos + 5) (d_model = 8, pos = 0 … 24)", moved.T, pe[5:], atol=1e-4)
     return ex.result
 
 
@@ -155,20 +155,20 @@ def score_terms(student_fn: Callable) -> CheckResult:
             "and a key at position 7 (d_model = 6, d_k = 4)",
             got,
             expected,
-            hint="term 2 is (e_q W_Q)·(pe_k W_K): the query's word against the key's position",
+            hint="term 2 is (e_q W^Q)·(pe_k W^K): the query's word against the key's position",
             mistakes={
                 "the middle terms are swapped: content-position is the query's word against the key's position, "
-                "(e_q W_Q)·(pe_k W_K); position-content is (pe_q W_Q)·(e_k W_K)": expected[[0, 2, 1, 3]],
-                "project the keys with W_K, not W_Q: the two projections differ": torch.stack(
+                "(e_q W^Q)·(pe_k W^K); position-content is (pe_q W^Q)·(e_k W^K)": expected[[0, 2, 1, 3]],
+                "project the keys with W^K, not W^Q: the two projections differ": torch.stack(
                     [score(e_q, e_k, w_q), score(e_q, pe_k, w_q), score(pe_q, e_k, w_q), score(pe_q, pe_k, w_q)]),
-                "project before taking dot products: q = x W_Q and k = x W_K": torch.stack(
+                "project before taking dot products: q = x W^Q and k = x W^K": torch.stack(
                     [e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k]),
                 "these are terms of the raw score q·k: leave out the 1/sqrt(d_k) of attention": expected / 2.0,
             },
         )
         if isinstance(got, torch.Tensor) and got.shape == (4,):
             full = ((e_q + pe_q) @ w_q) @ ((e_k + pe_k) @ w_k)
-            ex.compare("the four terms add up to the full score ((e_q + pe_q) W_Q)·((e_k + pe_k) W_K)",
+            ex.compare("the four terms add up to the full score ((e_q + pe_q) W^Q)·((e_k + pe_k) W^K)",
                        got.sum(), full)
     return ex.result
 

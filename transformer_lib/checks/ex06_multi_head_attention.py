@@ -177,10 +177,10 @@ def parameter_count(student_fn: Callable) -> CheckResult:
                 f"d_model = {d_model}, {heads} head{'s' if heads > 1 else ''}, bias={bias}",
                 ex.call(student_fn, d_model, heads, bias),
                 expected,
-                hint="four d_model x d_model projections (W_Q, W_K, W_V, W^O), plus a bias vector of d_model for "
+                hint="four d_model x d_model projections (W^Q, W^K, W^V, W^O), plus a bias vector of d_model for "
                 "each when bias=True",
                 mistakes={
-                    "the heads share the projections: each head's W_Q is d_model x d_head, so all heads together "
+                    "the heads share the projections: each head's W^Q is d_model x d_head, so all heads together "
                     "are d_model x d_model; the count does not depend on the number of heads": heads * expected,
                     "with bias=True each of the four projections also has a bias vector of d_model numbers": weights,
                     "bias=False: the projections have no bias vectors": weights + biases,

@@ -1,4 +1,5 @@
-"""Lesson 06 views: one heatmap per head, and a widget to inspect a head and a query token."""
+"""Lesson 06 views: one heatmap per head, a widget to inspect a head and a query token, and a widget to inspect
+the heads of a trained translator sentence by sentence."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
+from torch import nn
 
+from ..data import BOS, EOS, TranslationTask
+from ..masks import padding_mask
+from ..multi_head import MultiHeadAttention, record_attention
 from .plots import bar_chart, heatmap
 from .widget import LessonWidget, State
 
@@ -64,3 +69,68 @@ def head_widget(weights: torch.Tensor, words: Sequence[str], query: str | None =
     readout = ("head {head}: '{query}' (query {query_index}) gives its largest weight, <b>{largest_weight:.2f}</b>, "
                "to '{top_key}'")
     return LessonWidget(controls, compute, readout, draw, figsize=(10.0, 3.8))
+
+
+def attention_name(module_name: str) -> str:
+    """A translator's attention module by what it does: ``"decoder_layers.1.multihead_attn"`` ->
+    ``"decoder layer 1: cross-attention"``."""
+    stack, layer, kind = module_name.split(".")
+    side = stack.removesuffix("_layers")
+    what = "cross-attention" if kind == "multihead_attn" else \
+        "masked self-attention" if side == "decoder" else "self-attention"
+    return f"{side} layer {layer}: {what}"
+
+
+def translator_heads_widget(model: nn.Module, task: TranslationTask, pairs: Sequence[tuple[list[str], list[str]]],
+                            attention: str | None = None) -> LessonWidget:
+    """Pick a sentence pair, an attention block of a trained translator and a head: that head's weights, with the
+    tokens on both axes.
+
+    ``model``: a ``transformer_lib.Transformer`` trained on ``task``; ``pairs``: (source words, target words).
+    ``attention``: the block shown first (default: the model's last). Each change runs one teacher-forced pass
+    through ``transformer_lib.record_attention``. ``.controls``:
+    ``"sentence"`` (index into ``pairs``), ``"attention"`` (e.g. ``"encoder layer 0: self-attention"``), ``"head"``.
+    ``.state``: ``"weights"`` (T_q, T_k) of that head, ``"query_labels"``, ``"key_labels"``, ``"top_keys"`` (the
+    key each query weights most) and ``"mean_largest"`` (the largest weight of each row, averaged).
+    """
+    pad = task.src_vocab.pad_id
+    names = {}  # label -> module name, in the model's order
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            names[attention_name(name)] = name
+    heads = model.config.num_heads
+    controls = {
+        "sentence": widgets.Dropdown(options=[(" ".join(source), i) for i, (source, _) in enumerate(pairs)],
+                                     value=0, description="sentence"),
+        "attention": widgets.Dropdown(options=list(names), value=attention or list(names)[-1],
+                                      description="attention"),
+        "head": widgets.IntSlider(value=0, min=0, max=heads - 1, description="head"),
+    }
+
+    def compute(values: dict[str, Any]) -> State:
+        source, target = pairs[values["sentence"]]
+        src, tgt = task.encode_pairs([(source, target)])  # (1, S), (1, T + 2) with <bos> … <eos>
+        decoder_input = tgt[:, :-1]  # teacher forcing: <bos> and the target, without <eos>
+        device = next(model.parameters()).device
+        recorded = record_attention(model, src.to(device), decoder_input.to(device),
+                                    src_mask=padding_mask(src, pad).to(device))
+        module = names[values["attention"]]
+        weights = recorded[module][0, values["head"]].cpu()  # (T_q, T_k)
+        source_tokens, decoder_tokens = [*source, EOS], [BOS, *target]
+        queries = source_tokens if module.startswith("encoder") else decoder_tokens
+        keys = decoder_tokens if module.endswith("self_attn") and module.startswith("decoder") else source_tokens
+        top = weights.argmax(dim=-1)  # (T_q,)
+        return {"sentence": " ".join(source), "translation": " ".join(target), "attention": values["attention"],
+                "head": values["head"], "weights": weights, "query_labels": queries, "key_labels": keys,
+                "top_keys": [keys[j] for j in top.tolist()],
+                "mean_largest": float(weights.max(dim=-1).values.mean())}
+
+    def draw(state: State, figure: Figure) -> None:
+        ax = figure.subplots()
+        heatmap(state["weights"], state["query_labels"], state["key_labels"],
+                title=f"{state['attention']}, head {state['head']}", xlabel="key", ylabel="query", ax=ax,
+                vmin=0.0, vmax=1.0)
+
+    readout = ("'{sentence}' → '{translation}'. {attention}, head {head}: a query's largest weight is "
+               "<b>{mean_largest:.2f}</b> on average")
+    return LessonWidget(controls, compute, readout, draw, figsize=(6.5, 5.0))

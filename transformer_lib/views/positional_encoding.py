@@ -29,7 +29,7 @@ def plot_encoding(
         [str(j) for j in range(d_model)],
         title=title,
         xlabel=ENCODING_COLUMN_LABEL,
-        ylabel="position p",
+        ylabel="position pos",
         ax=ax,
         annotate=annotate,
         cmap="RdBu",
