@@ -11,6 +11,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformer_lib.bpe import (
     SPLIT_PATTERN,
     BPETokenizer,
+    bpe_merge_steps,
     bytes_to_unicode,
     merge_pair,
     pair_counts,
@@ -141,3 +142,20 @@ def test_the_byte_table_is_gpt2s():
 def test_decoding_a_cut_character_gives_the_replacement_character(tokenizer):
     assert tokenizer.decode([0xC3]) == "\ufffd"  # the first of the two bytes of "é"
     assert tokenizer.decode([0xC3, 0xA9]) == "é"
+
+
+def test_merge_steps_replay_training_on_the_text():
+    text = "low lower lowest newer newest wider widest, naïve 🙂"
+    tokenizer, steps = bpe_merge_steps(text, 12)
+    assert tokenizer.merges == train_bpe(text, 12).merges and len(steps) == 13
+    assert steps[0] == list(text.encode("utf-8"))
+    for k, ids in enumerate(steps):
+        assert ids == train_bpe(text, k).encode(text)  # the ids after k merges are what k merges encode
+        assert tokenizer.decode(ids) == text
+    assert all(len(before) > len(after) for before, after in zip(steps, steps[1:], strict=False))
+
+
+def test_merge_steps_stop_when_every_piece_is_one_token():
+    tokenizer, steps = bpe_merge_steps("aaa bb", 10)
+    assert [tokenizer.vocab[i] for i in steps[-1]] == [b"aaa", b" bb"]
+    assert len(steps) == len(tokenizer.merges) + 1 < 11

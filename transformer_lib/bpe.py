@@ -155,6 +155,23 @@ def train_bpe(text: str, num_merges: int) -> BPETokenizer:
     return BPETokenizer(vocab, merges)
 
 
+def bpe_merge_steps(text: str, num_merges: int) -> tuple[BPETokenizer, list[list[int]]]:
+    """Train on ``text`` and replay the training on it: the tokenizer, and ``text``'s ids after 0, 1, …, ``k`` merges.
+
+    ``k = len(tokenizer.merges)`` (fewer than ``num_merges`` when no pair is left). Step ``s`` holds ``text``'s ids
+    once the first ``s`` merges are applied, each to every piece (``steps[0]`` are its UTF-8 bytes); it equals
+    ``train_bpe(text, s).encode(text)``. Merge ``s`` replaced ``len(steps[s - 1]) - len(steps[s])`` occurrences.
+    """
+    tokenizer = train_bpe(text, num_merges)
+    words = [list(piece.encode("utf-8")) for piece in pretokenize(text)]  # every piece, in order, as byte ids
+    steps = [[i for word in words for i in word]]
+    for pair in tokenizer.merges:
+        new_id = tokenizer.merged_id(pair)
+        words = [merge_pair(word, pair, new_id) for word in words]
+        steps.append([i for word in words for i in word])
+    return tokenizer, steps
+
+
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's table from the 256 bytes to 256 printable characters: printable Latin-1 bytes map to themselves, the
     others (control bytes, the space, …) to characters from U+0100 on, so that every token is a readable string."""

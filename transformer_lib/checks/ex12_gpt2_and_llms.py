@@ -1,18 +1,26 @@
-"""Checks for lesson 12's exercises: one BPE merge step, a repaired RMSNorm, the key/value heads of grouped-query
-attention and the SwiGLU feed-forward."""
+"""Checks for lesson 12's exercises: one BPE merge step, encoding a word with a merge list, RoPE in Llama's layout,
+RoPE inside attention, and the mapping of GPT-2's weights to the course's names."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Callable
+from itertools import pairwise
 
 import torch
-import torch.nn.functional as F
 
-from ..bpe import merge_pair
-from ..llama import SwiGLU, expand_kv_heads, rms_norm
-from ._feedback import CheckResult, Exercise
+from ..attention import scaled_dot_product_attention
+from ..bpe import BPETokenizer, merge_pair
+from ..gpt import hf_gpt2_weights
+from ..llama import apply_rope_halves
+from ..masks import causal_mask
+from ..positions import apply_rope, rope_frequencies
+from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 
 NEW_ID = 256
+
+# -- Exercise 1: one merge step ------------------------------------------------------------------------------------
 
 
 def _merge_first_only(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -50,93 +58,389 @@ def merge_step(student_fn: Callable) -> CheckResult:
                 what,
                 got,
                 merge_pair(ids, pair, NEW_ID),
-                hint="scan left to right: where ids[i], ids[i + 1] form the pair, append new_id and move on by 2; "
-                "otherwise append ids[i] and move on by 1",
+                hint=Hint(idea="scan from left to right: a merged pair uses up both of its ids, and every other id "
+                          "is kept, in order",
+                          code="where (ids[i], ids[i + 1]) == pair, append new_id and move on by 2; otherwise "
+                          "append ids[i] and move on by 1"),
                 mistakes={
-                    "replace every occurrence, not only the first": _merge_first_only(ids, pair, NEW_ID),
-                    "after a merge skip both ids of the pair (i += 2): the second one is used up":
-                        _merge_without_skipping(ids, pair, NEW_ID),
-                    "keep the last id when it does not start a pair: loop while i < len(ids)":
+                    Hint(id="first-occurrence-only", idea="replace every occurrence, not only the first"):
+                        _merge_first_only(ids, pair, NEW_ID),
+                    Hint(id="no-skip-after-merge",
+                         idea="after a merge, skip both ids of the pair: the second one is used up",
+                         code="i += 2 after appending new_id"): _merge_without_skipping(ids, pair, NEW_ID),
+                    Hint(id="last-id-dropped", idea="keep the last id when it does not start a pair",
+                         code="loop while i < len(ids), and test i + 1 < len(ids) before reading ids[i + 1]"):
                         _merge_dropping_the_last(ids, pair, NEW_ID),
                 },
             )
     return ex.result
 
 
-def fixed_rms_norm(student_fn: Callable) -> CheckResult:
-    """Check a function (x (..., d), weight (d,), eps) -> x / sqrt(mean(x²) + eps) * weight."""
-    ex = Exercise("fixed_rms_norm")
+# -- Exercise 2: encoding a word with a merge list -------------------------------------------------------------------
+
+ENCODE_MERGES = [  # merge r makes token 256 + r
+    (ord("e"), ord("r")),  # 256 "er"
+    (ord("l"), ord("o")),  # 257 "lo"
+    (ord("w"), ord("e")),  # 258 "we"
+    (257, ord("w")),  # 259 "low"
+    (259, 256),  # 260 "lower"
+    (ord("r"), ord("e")),  # 261 "re"
+    (ord("e"), ord("e")),  # 262 "ee"
+    (261, ord("f")),  # 263 "ref"
+]
+ENCODE_WORDS = ["lower", "tower", "referee", "flowerbed", "naïve"]  # each mistake shows on a word as itself
+
+
+def _merge_list_tokenizer(merges: list[tuple[int, int]]) -> BPETokenizer:
+    """The core's tokenizer for a merge list in which merge r makes token 256 + r."""
+    vocab = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        vocab.append(vocab[a] + vocab[b])
+    if len(set(vocab)) != len(vocab):
+        raise ValueError("two merges make the same bytes: token 256 + r would not be merge r's")
+    return BPETokenizer(vocab, list(merges))
+
+
+def _first_known_pair_from_the_left(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    while True:
+        for i, pair in enumerate(pairwise(ids)):
+            if pair in ranks:
+                ids = [*ids[:i], NEW_ID + ranks[pair], *ids[i + 2:]]
+                break
+        else:
+            return ids
+
+
+def _most_frequent_pair_first(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    while True:
+        counts = Counter(pair for pair in pairwise(ids) if pair in ranks)
+        if not counts:
+            return ids
+        pair = max(counts, key=lambda p: (counts[p], -ranks[p]))  # the most frequent; a tie to the earliest
+        ids = merge_pair(ids, pair, NEW_ID + ranks[pair])
+
+
+def _pairs_of_the_bytes_only(ids: list[int], merges: list[tuple[int, int]]) -> list[int]:
+    present = set(pairwise(ids))  # the bug: pairs made by a merge are never looked at
+    for rank, pair in enumerate(merges):
+        if pair in present:
+            ids = merge_pair(ids, pair, NEW_ID + rank)
+    return ids
+
+
+def _one_scan(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    merged, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in ranks:
+            merged.append(NEW_ID + ranks[(ids[i], ids[i + 1])])
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def _by_rank(ids: list[int], ranks: dict[tuple[int, int], int], first_id: int) -> list[int]:
+    while len(ids) > 1:
+        pair = min(pairwise(ids), key=lambda p: ranks.get(p, len(ranks)))
+        if pair not in ranks:
+            break
+        ids = merge_pair(ids, pair, first_id + ranks[pair])
+    return ids
+
+
+def bpe_encode(student_fn: Callable) -> CheckResult:
+    """Check a function (word, merges) -> ids: the word's UTF-8 bytes, then again and again the adjacent pair learnt
+    earliest (merge r makes token 256 + r) merged, until no adjacent pair is in the list."""
+    ex = Exercise("bpe_encode")
     with ex.run():
-        generator = torch.Generator().manual_seed(12)
-        x = 0.1 * torch.randn(2, 3, 6, generator=generator, dtype=torch.float64) + 0.05  # small rows, mean not 0
-        weight = torch.linspace(0.5, 2.0, 6, dtype=torch.float64)
-        eps = 1e-2  # large beside mean(x²), so where it goes shows
-        centred = x - x.mean(dim=-1, keepdim=True)
-
-        def outside(rows: torch.Tensor) -> torch.Tensor:
-            return rows / (rows.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps) * weight
-
-        got = ex.call(student_fn, x.clone(), weight, eps)
-        ex.compare(
-            "RMSNorm of rows with a non-zero mean, eps=1e-2",
-            got,
-            rms_norm(x, weight, eps),
-            hint="x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight",
-            mistakes={
-                "both bugs are still there: keep the mean, and put eps inside the square root": outside(centred),
-                "RMSNorm does not subtract the mean: only LayerNorm centres the rows": rms_norm(centred, weight, eps),
-                "eps goes inside the square root: sqrt(mean(x²) + eps), not sqrt(mean(x²)) + eps": outside(x),
-                "multiply by weight at the end": rms_norm(x, torch.ones_like(weight), eps),
-            },
-        )
-    return ex.result
-
-
-def expand_kv(student_fn: Callable) -> CheckResult:
-    """Check a function (kv (batch, kv_heads, T, d_head), num_heads) -> (batch, num_heads, T, d_head) in which query
-    head h gets key/value head h // (num_heads / kv_heads)."""
-    ex = Exercise("expand_kv")
-    with ex.run():
-        for kv_heads, num_heads in ((3, 6), (2, 8)):
-            kv = torch.arange(2 * kv_heads * 4 * 5, dtype=torch.float64).view(2, kv_heads, 4, 5)  # distinct values
-            got = ex.call(student_fn, kv.clone(), num_heads)
-            group = num_heads // kv_heads
+        tokenizer = _merge_list_tokenizer(ENCODE_MERGES)
+        ranks = {pair: rank for rank, pair in enumerate(ENCODE_MERGES)}
+        for word in ENCODE_WORDS:
+            got = ex.call(student_fn, word, list(ENCODE_MERGES))
+            data = list(word.encode("utf-8"))
             ex.compare(
-                f"{kv_heads} key/value heads for {num_heads} query heads (batch 2, T 4)",
+                f"{word!r}",
                 got,
-                expand_kv_heads(kv, num_heads),
-                hint="repeat each key/value head group = num_heads // kv_heads times in place, along dim 1",
+                tokenizer.encode_piece(word),
+                hint=Hint(idea="start from the word's UTF-8 bytes; each round, merge the adjacent pair that comes "
+                          "first in the merge list; stop when no adjacent pair is in the list",
+                          code="ranks = {pair: r for r, pair in enumerate(merges)}; each round: pair = "
+                          "min(pairwise(ids), key=lambda p: ranks.get(p, len(merges))), then "
+                          "ids = merge(ids, pair, 256 + ranks[pair])"),
                 mistakes={
-                    "neighbouring query heads share a key/value head: repeat each head in place "
-                    "(repeat_interleave), not the whole stack (repeat)": kv.repeat(1, group, 1, 1),
+                    Hint(id="leftmost-pair-first",
+                         idea="merge the pair learnt earliest first, wherever it sits in the word, not the first "
+                         "known pair from the left: in 'tower', e + r (merge 0) goes before w + e (merge 2)",
+                         code="each round, choose min(pairwise(ids), key=rank), not the first pair in the list"):
+                        _first_known_pair_from_the_left(data, ranks),
+                    Hint(id="most-frequent-pair-first",
+                         idea="the merge list's order decides, not how often a pair occurs in this word: frequency "
+                         "chose the merges during training; encoding replays them by rank",
+                         code="choose the pair by its index in merges, not by counting pairs in ids"):
+                        _most_frequent_pair_first(data, ranks),
+                    Hint(id="no-recheck-after-merge",
+                         idea="look at the word again after each merge: a merged token makes new pairs "
+                         "(lo + w -> low) that later merges use",
+                         code="recompute the adjacent pairs of ids in every round, not once from the bytes"):
+                        _pairs_of_the_bytes_only(data, ENCODE_MERGES),
+                    Hint(id="single-scan",
+                         idea="one scan from left to right is not enough: repeat until no adjacent pair is in the "
+                         "merge list, always merging the pair learnt earliest",
+                         code="while True: find the earliest-learnt adjacent pair; break if there is none"):
+                        _one_scan(data, ranks),
+                    Hint(id="rank-as-id",
+                         idea="the token made by merge r has id 256 + r: ids 0-255 are the single bytes",
+                         code="new_id = 256 + ranks[pair]"): _by_rank(data, ranks, first_id=0),
+                    Hint(id="characters-not-bytes",
+                         idea="start from the UTF-8 bytes, not from the characters: ï is one character but two "
+                         "bytes",
+                         code="ids = list(word.encode('utf-8'))"): _by_rank([ord(c) for c in word], ranks, NEW_ID),
                 },
             )
     return ex.result
 
 
-def swiglu(student_fn: Callable) -> CheckResult:
-    """Check a function (x (batch, T, d_model), w_gate, w_up (d_ff, d_model), w_down (d_model, d_ff)) ->
-    (batch, T, d_model) = down(silu(gate(x)) * up(x))."""
-    ex = Exercise("swiglu")
+# -- Exercise 3: RoPE in Llama's layout ------------------------------------------------------------------------------
+
+
+def _rope_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)  # (batch, T, d_head)
+    return [
+        ("a (2, 5, 8) input at positions 0 to 4", x, torch.arange(5)),
+        ("the same input at positions 7 to 11 (after 7 cached tokens)", x, torch.arange(7, 12)),
+    ]
+
+
+def _neighbours_written_as_halves(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The exercise's broken rotation, less its position bug: pairs (2j, 2j + 1) rotated, then written back as if they
+    were (j, j + d_head/2)."""
+    rotated = apply_rope(x, positions)  # (..., T, d_head): pairs side by side
+    return torch.cat((rotated[..., 0::2], rotated[..., 1::2]), dim=-1)
+
+
+def rope_halves(student_fn: Callable) -> CheckResult:
+    """Check a function (x (..., T, d_head), positions (T,)) -> x rotated as Llama lays RoPE out: feature j with
+    feature j + d_head/2, by the angle pos · 10000^(-2j/d_head) (the repaired ``broken_rope_halves`` of the
+    exercise, which read neighbouring pairs and rotated by position + 1)."""
+    ex = Exercise("rope_halves")
     with ex.run():
-        generator = torch.Generator().manual_seed(0)
-        x, w_gate, w_up, w_down = (torch.randn(*shape, generator=generator, dtype=torch.float64)
-                                   for shape in ((2, 3, 6), (10, 6), (10, 6), (6, 10)))  # d_model 6, d_ff 10
-        reference = SwiGLU(d_model=6, d_ff=10).double()
-        reference.load_state_dict({"gate_proj.weight": w_gate, "up_proj.weight": w_up, "down_proj.weight": w_down})
-        got = ex.call(student_fn, x.clone(), w_gate, w_up, w_down)
-        gate, up = x @ w_gate.T, x @ w_up.T  # (batch, T, d_ff)
+        for what, x, positions in _rope_cases():
+            got = ex.call(student_fn, x.clone(), positions.clone())
+            d_head = x.shape[-1]
+            frequencies = rope_frequencies(d_head)  # (d_head/2,)
+            ex.compare(
+                what,
+                got,
+                apply_rope_halves(x, positions),
+                hint=Hint(idea="rotate each pair (feature j, feature j + d_head/2) by the angle "
+                          "pos · 10000^(-2j/d_head), in radians, j = 0 … d_head/2 - 1",
+                          code="angles = positions[:, None] * 10000 ** (-torch.arange(0, d, 2) / d); first, second "
+                          "= x[..., :d // 2], x[..., d // 2:]; return torch.cat((first * cos - second * sin, "
+                          "second * cos + first * sin), dim=-1)"),
+                mistakes={
+                    Hint(id="both-bugs-left",
+                         idea="both bugs are still there: the pairs are read as neighbours (2j, 2j + 1), and the "
+                         "angle uses the position plus one",
+                         code="first, second = x[..., :half], x[..., half:]; angles = positions[:, None] * "
+                         "frequencies"):
+                        _neighbours_written_as_halves(x, positions + 1),
+                    Hint(id="neighbours-written-as-halves",
+                         idea="the positions are right now, but the pairs are still read as neighbours (2j, 2j + 1) "
+                         "and written back as halves: read them as (j, j + d_head/2) too",
+                         code="first, second = x[..., :half], x[..., half:] with half = d_head // 2"):
+                        _neighbours_written_as_halves(x, positions),
+                    Hint(id="neighbour-pairs",
+                         idea="Llama pairs feature j with feature j + d_head/2 (the first half with the second), "
+                         "not neighbours 2j and 2j + 1 as lesson 04's apply_rope",
+                         code="first, second = x[..., :half], x[..., half:] with half = d_head // 2"):
+                        apply_rope(x, positions),
+                    Hint(id="angles-in-degrees",
+                         idea="the angle pos · 10000^(-2j/d_head) is already in radians, which torch.cos and "
+                         "torch.sin take: do not convert it as if it were degrees",
+                         code="torch.cos(angles), without a factor π / 180"):
+                        apply_rope_halves(x, positions, frequencies=frequencies * math.pi / 180),
+                    Hint(id="position-offset-by-one",
+                         idea="the pairs are right now, but the positions start at 0: the first token is not "
+                         "rotated at all; use the positions given, not one more",
+                         code="angles = positions[:, None] * frequencies, without + 1"):
+                        apply_rope_halves(x, positions + 1),
+                    Hint(id="positions-ignored",
+                         idea="rotate by the positions passed in: after a KV cache, the new tokens start later "
+                         "than 0",
+                         code="use the positions argument, not torch.arange(T)"): apply_rope_halves(x),
+                    Hint(id="rotation-reversed",
+                         idea="the rotation turns the pair forwards: the first half gets first · cos - second · sin, "
+                         "the second half second · cos + first · sin",
+                         code="torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)"):
+                        apply_rope_halves(x, -positions),
+                    Hint(id="exponent-without-2",
+                         idea="pair j turns by 10000^(-2j/d_head) per position: the exponent has 2j, which is "
+                         "torch.arange(0, d_head, 2), over d_head",
+                         code="frequencies = 10000.0 ** (-torch.arange(0, d_head, 2) / d_head)"):
+                        apply_rope_halves(
+                            x, positions,
+                            frequencies=10000.0 ** (-torch.arange(d_head // 2, dtype=torch.float64) / d_head)),
+                },
+            )
+    return ex.result
+
+
+# -- Exercise 4: RoPE inside attention -------------------------------------------------------------------------------
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    mask = causal_mask(q.shape[-2]) if causal else None
+    return scaled_dot_product_attention(q, k, v, mask, need_weights=False)[0]
+
+
+def rope_attention(student_fn: Callable) -> CheckResult:
+    """Check a function (q, k, v (batch, heads, T, d_head)) -> causal attention (batch, heads, T, d_head) whose queries
+    and keys are rotated by RoPE in Meta's layout (lesson 04's apply_rope: neighbouring features), values not."""
+    ex = Exercise("rope_attention")
+    with ex.run():
+        generator = torch.Generator().manual_seed(4)
+        q, k, v = (torch.randn(2, 3, 6, 8, generator=generator, dtype=torch.float64) for _ in range(3))
+        got = ex.call(student_fn, q.clone(), k.clone(), v.clone())
+        rotated_q, rotated_k = apply_rope(q), apply_rope(k)
         ex.compare(
-            "SwiGLU of a (2, 3, 6) input with d_ff = 10",
+            "causal attention of (2, 3, 6, 8) queries, keys and values",
             got,
-            reference(x).detach(),
-            hint="(F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T: the weights are stored (out, in), as in nn.Linear",
+            _attention(rotated_q, rotated_k, v),
+            hint=Hint(idea="rotate the queries and the keys by their positions 0 … T-1 in Meta's layout, then "
+                      "causal scaled dot-product attention on them and the unrotated values",
+                      code="F.scaled_dot_product_attention(apply_rope(q), apply_rope(k), v, is_causal=True)"),
             mistakes={
-                "the SiLU acts on the gate branch, x @ w_gate.T, not on the up branch": (F.silu(up) * gate) @ w_down.T,
-                "apply F.silu to the gate: without it the block is bilinear, not gated": (gate * up) @ w_down.T,
-                "SwiGLU uses SiLU (x · sigmoid(x)), not GELU": (F.gelu(gate) * up) @ w_down.T,
-                "multiply the two branches before the down projection, do not add them":
-                    (F.silu(gate) + up) @ w_down.T,
+                Hint(id="values-rotated",
+                     idea="RoPE rotates the queries and keys only: the values carry content, not position",
+                     code="pass v itself to the attention, not apply_rope(v)"):
+                    _attention(rotated_q, rotated_k, apply_rope(v)),
+                Hint(id="half-split-layout",
+                     idea="these weights were trained in Meta's layout, which rotates neighbouring features "
+                     "(2j, 2j + 1); Hugging Face's half-split layout is another model's convention",
+                     code="apply_rope(q), not apply_rope_halves(q)"):
+                    _attention(apply_rope_halves(q), apply_rope_halves(k), v),
+                Hint(id="keys-not-rotated",
+                     idea="rotate the keys as well as the queries: only then does a score depend on the offset "
+                     "between the two positions", code="apply_rope(k) too"): _attention(rotated_q, k, v),
+                Hint(id="not-causal", idea="the model is causal: position i attends to positions 0 … i only",
+                     code="is_causal=True, or a lower-triangular mask"):
+                    _attention(rotated_q, rotated_k, v, causal=False),
             },
         )
+    return ex.result
+
+
+# -- Exercise 5: GPT-2's weights under the course's names ------------------------------------------------------------
+
+GPT2_SIZES = {"vocab_size": 11, "block_size": 8, "d_model": 6, "d_ff": 24, "num_layers": 2}
+
+
+def _tiny_gpt2_state_dict(seed: int = 5) -> dict[str, torch.Tensor]:
+    """What ``GPT2LMHeadModel.state_dict()`` holds for a tiny GPT-2 (the sizes of ``GPT2_SIZES``), random values:
+    its names and shapes; Conv1D weights are (in, out)."""
+    s, generator = GPT2_SIZES, torch.Generator().manual_seed(seed)
+    d, d_ff = s["d_model"], s["d_ff"]
+    shapes = {"transformer.wte.weight": (s["vocab_size"], d), "transformer.wpe.weight": (s["block_size"], d)}
+    for i in range(s["num_layers"]):
+        h = f"transformer.h.{i}."
+        shapes |= {
+            h + "ln_1.weight": (d,), h + "ln_1.bias": (d,),
+            h + "attn.c_attn.weight": (d, 3 * d), h + "attn.c_attn.bias": (3 * d,),
+            h + "attn.c_proj.weight": (d, d), h + "attn.c_proj.bias": (d,),
+            h + "ln_2.weight": (d,), h + "ln_2.bias": (d,),
+            h + "mlp.c_fc.weight": (d, d_ff), h + "mlp.c_fc.bias": (d_ff,),
+            h + "mlp.c_proj.weight": (d_ff, d), h + "mlp.c_proj.bias": (d,),
+        }
+    shapes |= {"transformer.ln_f.weight": (d,), "transformer.ln_f.bias": (d,)}
+    weights = {name: torch.randn(*shape, generator=generator, dtype=torch.float64) for name, shape in shapes.items()}
+    weights["lm_head.weight"] = weights["transformer.wte.weight"]  # tied, as GPT-2's
+    return weights
+
+
+TINY_GPT2_WEIGHTS = _tiny_gpt2_state_dict()
+"""What the exercise shows: the tiny GPT-2's state dict that the check maps (the check builds its own copy)."""
+
+
+def _block_weights(hf_weights: dict[str, torch.Tensor], layer: int, **changes: str) -> dict[str, torch.Tensor]:
+    """The library's mapping of block ``layer``, under the names within a course ``Block``; ``changes`` maps a wrong
+    way of reading one tensor (``transpose`` or ``order``) for the mistakes."""
+    prefix = f"blocks.{layer}."
+    block = {name[len(prefix):]: value for name, value in hf_gpt2_weights(hf_weights, GPT2_SIZES["num_layers"]).items()
+             if name.startswith(prefix)}
+    h = f"transformer.h.{layer}."
+    if changes.get("transpose"):
+        for course, conv in (("self_attn.out_proj", "attn.c_proj"), ("linear1", "mlp.c_fc"),
+                             ("linear2", "mlp.c_proj")):
+            block[f"{course}.weight"] = hf_weights[f"{h}{conv}.weight"]
+        pieces = hf_weights[h + "attn.c_attn.weight"].chunk(3, dim=1)  # (in, out) each, not transposed
+        for proj, piece in zip(("q_proj", "k_proj", "v_proj"), pieces, strict=True):
+            block[f"self_attn.{proj}.weight"] = piece
+    if changes.get("order"):
+        weights = [block[f"self_attn.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")]
+        biases = [block[f"self_attn.{p}.bias"] for p in ("q_proj", "k_proj", "v_proj")]
+        for proj, source in zip(("q_proj", "k_proj", "v_proj"), changes["order"], strict=True):
+            index = "qkv".index(source)
+            block[f"self_attn.{proj}.weight"], block[f"self_attn.{proj}.bias"] = weights[index], biases[index]
+    return block
+
+
+def gpt2_block_weights(student_fn: Callable) -> CheckResult:
+    """Check a function (hf_weights, layer) -> {name in a course ``Block``: tensor} for GPT-2's block ``layer``,
+    against the library's ``hf_gpt2_weights``."""
+    ex = Exercise("gpt2_block_weights")
+    with ex.run():
+        hf_weights = _tiny_gpt2_state_dict()  # fresh tensors, whatever an answer did to the ones shown
+        for layer in range(GPT2_SIZES["num_layers"]):
+            got = ex.call(student_fn, dict(hf_weights), layer)
+            expected = _block_weights(hf_weights, layer)
+            names = set(got) if isinstance(got, dict) else set()
+            if not ex.require(
+                f"block {layer}: the {len(expected)} names of a course Block",
+                isinstance(got, dict) and names == set(expected),
+                problem=f"missing {sorted(set(expected) - names)}, not in a Block {sorted(names - set(expected))}"
+                if isinstance(got, dict) else f"expected a dict, got {type(got).__name__}",
+                hint=Hint(id="block-names-wrong", idea="return a dict whose keys are the names in "
+                          "Block(config).state_dict(), such as 'self_attn.q_proj.weight', 'linear1.bias', "
+                          "'norm2.weight': every weight and every bias"),
+            ):
+                continue
+            wrong = [name for name in expected
+                     if describe_mismatch(got[name], expected[name], atol=1e-12, rtol=0) is not None]
+            if not wrong:
+                ex.require(f"block {layer}: every tensor equals the library's mapping", True)
+                continue
+            name = wrong[0]
+            mistakes: dict[str | Hint, torch.Tensor] = {
+                Hint(id="conv1d-not-transposed",
+                     idea="GPT-2's Conv1D stores a weight as (in, out), the transpose of nn.Linear's (out, in): "
+                     "transpose every Conv1D weight, also the square ones, whose shape cannot tell",
+                     code="weight.T for c_attn's three pieces, c_proj, c_fc and the MLP's c_proj"):
+                    _block_weights(hf_weights, layer, transpose="yes")[name],
+                Hint(id="wrong-layer", idea=f"read block {layer}'s weights: build the names from the layer argument",
+                     code="f'transformer.h.{layer}.attn.c_attn.weight'"):
+                    _block_weights(hf_weights, 0)[name] if layer else expected[name],
+            }
+            orders = [_block_weights(hf_weights, layer, order=order)[name] for order in ("kqv", "vkq", "qvk", "kvq",
+                                                                                       "vqk")]
+            swapped = [value for value in orders if describe_mismatch(got[name], value, atol=1e-12, rtol=0) is None]
+            order_hint = Hint(id="qkv-split-order",
+                              idea="c_attn holds the query, key and value projections side by side, in that order: "
+                              "queries first, then keys, then values",
+                              code="q, k, v = c_attn_weight.chunk(3, dim=1) (and the bias likewise), then transpose "
+                              "each")
+            mistakes[order_hint] = (swapped or orders)[0]  # the order the answer took, if it took one
+            ex.compare(
+                f"block {layer}: {name}",
+                got[name],
+                expected[name],
+                atol=1e-12,
+                rtol=0,
+                hint=Hint(idea="split c_attn into queries, keys and values along its output axis, and transpose "
+                          "every Conv1D weight into nn.Linear's (out, in)",
+                          code="q, k, v = w[h + 'attn.c_attn.weight'].chunk(3, dim=1); "
+                          "weights['self_attn.q_proj.weight'] = q.T"),
+                mistakes=mistakes,
+            )
     return ex.result
