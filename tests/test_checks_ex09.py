@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib import label_smoothed_cross_entropy, padding_mask
 from transformer_lib.checks import ex09_training as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED, show_hint
@@ -20,6 +20,10 @@ def test_shift_target_accepts_the_solution_and_names_the_mistakes():
     assert check.shift_target(lambda tgt: (tgt[:, :-1], tgt[:, 1:])).ok
     assert_rejected_with(check.shift_target(lambda tgt: (tgt, tgt)), "you forgot the shift")
     assert_rejected_with(check.shift_target(lambda tgt: (tgt[:, 1:], tgt[:, :-1])), "swapped")
+    assert_diagnosed(check.shift_target(lambda tgt: (tgt, tgt)), "target-not-shifted")
+    assert_diagnosed(check.shift_target(lambda tgt: (tgt[:, 1:], tgt[:, :-1])), "input-and-labels-swapped")
+    assert_diagnosed(check.shift_target(lambda tgt: (tgt[:, :-1], tgt[:, :-1])), "labels-are-decoder-input")
+    assert_diagnosed(check.shift_target(lambda tgt: (tgt[:-1], tgt[1:])), "shifted-batch-axis")
 
 
 def test_shift_target_hints_give_the_idea_first_and_the_code_on_request(capsys):
@@ -41,19 +45,43 @@ def test_padded_loss_accepts_the_solution_and_names_the_mistakes():
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
     assert_rejected_with(check.padded_loss(with_padding), "you counted the padding positions")
+    assert_diagnosed(check.padded_loss(with_padding), "padding-in-loss")
+
+    def summed(logits, labels, pad_id):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=pad_id,
+                               reduction="sum")
+
+    assert_diagnosed(check.padded_loss(summed), "loss-summed-not-averaged")
+
+    def softmax_first(logits, labels, pad_id):
+        return F.cross_entropy(logits.softmax(-1).reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                               ignore_index=pad_id)
+
+    assert_rejected_with(check.padded_loss(softmax_first), "you applied softmax before the cross-entropy")
+    assert_diagnosed(check.padded_loss(softmax_first), "softmax-before-cross-entropy")
 
 
 def test_warmup_lr_accepts_the_solution_and_names_the_mistakes():
     assert check.warmup_lr(lambda step, d, w: d**-0.5 * min(step**-0.5, step * w**-1.5)).ok
     assert_rejected_with(check.warmup_lr(lambda step, d, w: min(step**-0.5, step * w**-1.5)), "multiply by d_model")
     assert_rejected_with(check.warmup_lr(lambda step, d, w: d**-0.5 * max(step**-0.5, step * w**-1.5)), "the min")
+    assert_diagnosed(check.warmup_lr(lambda step, d, w: min(step**-0.5, step * w**-1.5)), "missing-d-model-scale")
+    assert_diagnosed(check.warmup_lr(lambda step, d, w: d**0.5 * min(step**-0.5, step * w**-1.5)),
+                     "d-model-exponent-sign")
+    assert_diagnosed(check.warmup_lr(lambda step, d, w: d**-0.5 * max(step**-0.5, step * w**-1.5)),
+                     "max-instead-of-min")
+    assert_diagnosed(check.warmup_lr(lambda step, d, w: d**-0.5 * min(step**-0.5, step * w**-0.5)),
+                     "warmup-exponent-wrong")
 
 
 def _smoothed_by_hand(logits, labels, pad_id, smoothing, over=None, real_only=True):
     log_probs = logits.log_softmax(-1)  # (batch, T, V)
     nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     keep = torch.ones(logits.shape[-1], dtype=torch.bool) if over == "all" else torch.arange(logits.shape[-1]) != pad_id
-    per_token = (1 - smoothing) * nll + smoothing * -log_probs[..., keep].mean(-1)
+    uniform = -log_probs[..., keep].mean(-1)
+    if over == "others":  # every token but <pad> and the label: V - 2 of them
+        uniform = (-log_probs[..., keep].sum(-1) - nll) / (logits.shape[-1] - 2)
+    per_token = (1 - smoothing) * nll + smoothing * uniform
     return per_token[labels != pad_id].mean() if real_only else per_token.mean()
 
 
@@ -63,8 +91,16 @@ def test_smoothed_loss_accepts_the_solution_and_names_the_mistakes():
                          "you spread the smoothing mass over <pad> too")
     assert_rejected_with(check.smoothed_loss(lambda *a: _smoothed_by_hand(*a, real_only=False)),
                          "you averaged over the padding positions too")
-    unsmoothed = check.smoothed_loss(lambda logits, labels, pad_id, _: _smoothed_by_hand(logits, labels, pad_id, 0))
-    assert_rejected_with(unsmoothed, "you forgot the smoothing")
+    def no_smoothing(logits, labels, pad_id, smoothing):
+        return _smoothed_by_hand(logits, labels, pad_id, 0)
+
+    assert_rejected_with(check.smoothed_loss(no_smoothing), "you forgot the smoothing")
+    assert_diagnosed(check.smoothed_loss(lambda *a: _smoothed_by_hand(*a, over="all")), "smoothing-spread-over-pad")
+    assert_diagnosed(check.smoothed_loss(lambda *a: _smoothed_by_hand(*a, real_only=False)), "padding-in-loss")
+    assert_diagnosed(check.smoothed_loss(no_smoothing), "smoothing-forgotten")
+    assert_diagnosed(check.smoothed_loss(lambda *a: _smoothed_by_hand(*a, over="others")), "uniform-part-skips-label")
+    assert_diagnosed(check.smoothed_loss(lambda logits, labels, pad_id, smoothing: _smoothed_by_hand(
+        logits, labels, pad_id, 1 - smoothing)), "smoothing-weights-swapped")
 
 
 def _loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm, mistake=None):
@@ -73,7 +109,7 @@ def _loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm, mistak
     for step, (src, tgt) in enumerate(batches, start=0 if mistake == "steps from 0" else 1):
         if mistake != "no learning rate":
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(step)
+                group["lr"] = lr_at(step) * (1e-3 if mistake == "learning rate too small" else 1)
         decoder_input, labels = tgt[:, :-1], tgt[:, 1:]
         if mistake == "labels are the input":
             labels = decoder_input
@@ -89,7 +125,7 @@ def _loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm, mistak
         if mistake == "zero_grad, step, backward":
             optimizer.step()
         loss.backward()
-        if mistake != "clip after step":
+        if mistake not in ("clip after step", "no clipping"):
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         if mistake not in ("step, zero_grad, backward", "zero_grad, step, backward"):
             optimizer.step()
@@ -124,19 +160,30 @@ def test_training_loop_accepts_correct_loops_and_leaves_the_callers_state_alone(
     assert check.training_loop(_own_loss_loop).ok
 
 
+def _wrong(mistake):
+    """``_loop`` with one classic mistake."""
+    return lambda *args: _loop(*args, mistake=mistake)
+
+
 def test_training_loop_names_each_classic_mistake():
-    for mistake, feedback in (
-        ("no zero_grad", "the gradients accumulate"),
-        ("labels are the input", "every position learns to predict the token it reads"),
-        ("padding in the loss", "your loss counts the padding positions"),
-        ("zero_grad, step, backward", "optimizer.step() came before loss.backward()"),
-        ("step, zero_grad, backward", "optimizer.step() came before loss.backward()"),
-        ("clip after step", "clipping after optimizer.step()"),
-        ("no learning rate", "the learning rate never followed the schedule"),
-        ("steps from 0", "your steps count from 0"),
-    ):
-        result = check.training_loop(lambda *args, mistake=mistake: _loop(*args, mistake=mistake))
-        assert_rejected_with(result, feedback)
+    """Each one is recognised as itself (the hint of that id is the one shown), at the first check it fails."""
+    assert_diagnosed(check.training_loop(_wrong("no zero_grad")), "no-zero-grad")
+    assert_diagnosed(check.training_loop(_wrong("labels are the input")), "labels-not-shifted")
+    assert_diagnosed(check.training_loop(_wrong("padding in the loss")), "padding-in-loss")
+    assert_diagnosed(check.training_loop(_wrong("zero_grad, step, backward")), "step-before-backward")
+    assert_diagnosed(check.training_loop(_wrong("step, zero_grad, backward")), "step-before-backward")
+    assert_diagnosed(check.training_loop(_wrong("clip after step")), "clip-after-step")
+    assert_diagnosed(check.training_loop(_wrong("no clipping")), "clip-after-step")
+    assert_diagnosed(check.training_loop(_wrong("no learning rate")), "lr-not-set")
+    assert_diagnosed(check.training_loop(_wrong("steps from 0")), "steps-from-0")
+
+
+def test_a_loop_that_cannot_overfit_hears_the_likely_mistake_there():
+    """Without zero_grad the loop cannot learn one batch: the overfitting line already names the reason."""
+    lines = check.training_loop(_wrong("no zero_grad")).lines
+    failed = lines.index(next(line for line in lines if line.startswith("✘ overfits one fixed batch")))
+    assert "the gradients accumulate" in lines[failed + 1], lines
+    assert_diagnosed(check.training_loop(_wrong("learning rate too small")), "cannot-overfit-one-batch")
 
 
 def test_training_loop_names_pytorchs_smoothing_and_an_unshifted_target():
@@ -156,7 +203,9 @@ def test_training_loop_names_pytorchs_smoothing_and_an_unshifted_target():
         return losses
 
     assert_rejected_with(check.training_loop(pytorch_smoothing), "PyTorch's label_smoothing spreads")
+    assert_diagnosed(check.training_loop(pytorch_smoothing), "pytorch-label-smoothing")
     assert_rejected_with(check.training_loop(check._wrong_loop(shift="none")), "you did not shift the target")
+    assert_diagnosed(check.training_loop(check._wrong_loop(shift="none")), "target-not-shifted")
 
 
 def test_overfitting_one_batch_alone_does_not_catch_unshifted_labels():
@@ -169,6 +218,7 @@ def test_overfitting_one_batch_alone_does_not_catch_unshifted_labels():
 def test_training_loop_asks_for_one_loss_per_batch():
     assert_rejected_with(check.training_loop(lambda *args: _loop(*args)[:-1]), "append loss.item() once per batch")
     assert_rejected_with(check.training_loop(lambda *args: None), "append loss.item() once per batch")
+    assert_diagnosed(check.training_loop(lambda *args: None), "loss-list-not-returned")
 
 
 def test_padded_loss_names_the_loss_averaged_over_padding():
@@ -178,3 +228,4 @@ def test_padded_loss_names_the_loss_averaged_over_padding():
         return per_token / labels.numel()
 
     assert_rejected_with(check.padded_loss(over_all_positions), "you divided by all positions")
+    assert_diagnosed(check.padded_loss(over_all_positions), "divided-by-all-positions")

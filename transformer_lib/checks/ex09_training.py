@@ -27,6 +27,18 @@ from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 PAD_ID = 0
 TARGET = torch.tensor([[1, 7, 8, 9, 2], [1, 5, 2, 0, 0]])  # <bos>=1 … <eos>=2, then padding
 
+def _unambiguous(mistakes: dict[Hint, Any], right: Any, **tolerance: float) -> dict[Hint, Any]:
+    """The mistakes whose value on these inputs differs from the right one and from every other mistake's (a value two
+    mistakes share names neither)."""
+    values = list(mistakes.values())
+    return {hint: value for hint, value in mistakes.items()
+            if describe_mismatch(value, right, **tolerance) is not None
+            and sum(describe_mismatch(value, other, **tolerance) is None for other in values) == 1}
+
+
+BATCH_AXIS = Hint("you shifted along the batch axis (dropping a whole sentence): shift along the tokens, the last axis",
+                  code="decoder_input, labels = tgt[:, :-1], tgt[:, 1:]", id="shifted-batch-axis")
+
 
 def shift_target(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> CheckResult:
     """Check ``shift_target(tgt)`` -> (decoder_input, labels) for teacher forcing."""
@@ -38,17 +50,26 @@ def shift_target(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.
             return ex.result
         decoder_input, labels = result
         expected_input, expected_labels = shift_for_teacher_forcing(TARGET)
+        swapped = describe_mismatch(decoder_input, expected_labels) is None
         ex.compare("decoder input: <bos> and the target without its last token", decoder_input, expected_input,
                    hint=Hint(idea="the decoder reads <bos> and every target token but the last one (it never reads "
                                   "the token it has to predict last)", code="decoder_input = tgt[:, :-1]"),
-                   mistakes={"you forgot the shift: the decoder reads the target shifted right by one": TARGET,
-                             "swapped: the input starts with <bos>, the labels end with <eos>": expected_labels})
+                   mistakes={Hint("you forgot the shift: the decoder reads the target shifted right by one",
+                                  id="target-not-shifted"): TARGET,
+                             Hint("swapped: the input starts with <bos>, the labels end with <eos>",
+                                  id="input-and-labels-swapped"): expected_labels,
+                             BATCH_AXIS: TARGET[:-1]})
+        # Labels equal to the right decoder input: the swap when the input was swapped too, else the input copied.
+        copied = (Hint(idea="swapped: the labels start after <bos> and end with <eos>", code="labels = tgt[:, 1:]",
+                       id="input-and-labels-swapped") if swapped else
+                  Hint(idea="your labels are the decoder input: the label at each position is the token after the one "
+                            "the decoder reads there", code="labels = tgt[:, 1:]", id="labels-are-decoder-input"))
         ex.compare("labels: the target without <bos>", labels, expected_labels,
                    hint=Hint(idea="the label at each position is the token after the one the decoder reads there: "
                                   "the target without its first token, <bos>", code="labels = tgt[:, 1:]"),
-                   mistakes={"you forgot the shift: the label at each position is the next token": TARGET,
-                             Hint(idea="swapped: the labels start after <bos> and end with <eos>",
-                                  code="labels = tgt[:, 1:]"): expected_input})
+                   mistakes={Hint("you forgot the shift: the label at each position is the next token",
+                                  id="target-not-shifted"): TARGET,
+                             copied: expected_input, BATCH_AXIS: TARGET[1:]})
     return ex.result
 
 
@@ -64,12 +85,18 @@ def padded_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
         ex.compare("loss of a batch with padding", ex.call(student_fn, logits, labels, PAD_ID), expected,
                    hint="cross-entropy per token, keep tokens whose label != pad_id, average over those",
                    mistakes={Hint(idea="you counted the padding positions: leave out the positions whose label is "
-                                  "pad_id", code="F.cross_entropy(..., ignore_index=pad_id)"):
+                                  "pad_id", code="F.cross_entropy(..., ignore_index=pad_id)", id="padding-in-loss"):
                              F.cross_entropy(flat_logits, flat_labels),
-                             "you summed: divide by the number of real tokens":
+                             Hint("you summed: divide by the number of real tokens", id="loss-summed-not-averaged"):
                              F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, reduction="sum"),
-                             "you divided by all positions, padding included: divide by the real tokens only":
-                             F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, reduction="sum") / 8})
+                             Hint("you divided by all positions, padding included: divide by the real tokens only",
+                                  id="divided-by-all-positions"):
+                             F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, reduction="sum")
+                             / labels.numel(),
+                             Hint("you applied softmax before the cross-entropy: it takes the logits and applies "
+                                  "log-softmax itself", code="F.cross_entropy(logits, ...), not F.cross_entropy("
+                                  "logits.softmax(-1), ...)", id="softmax-before-cross-entropy"):
+                             F.cross_entropy(flat_logits.softmax(-1), flat_labels, ignore_index=PAD_ID)})
     return ex.result
 
 
@@ -84,14 +111,22 @@ def warmup_lr(student_fn: Callable[[int, int, int], float]) -> CheckResult:
                        hint=Hint(idea="the rate rises in proportion to step during the warm-up, then falls like "
                                       "1/sqrt(step): take the smaller of the two terms, scaled by 1/sqrt(d_model)",
                                  code="d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)"),
-                       mistakes={"multiply by d_model**-0.5": expected * 512**0.5,
-                                 "take the min of the two terms, not the max":
-                                 512**-0.5 * max(step**-0.5, step * 4000**-1.5)})
+                       mistakes=_unambiguous({
+                                 Hint("multiply by d_model**-0.5", id="missing-d-model-scale"): expected * 512**0.5,
+                                 Hint("you multiplied by sqrt(d_model): the scale is 1/sqrt(d_model), smaller for "
+                                      "wider models", id="d-model-exponent-sign"): expected * 512,
+                                 Hint("take the min of the two terms, not the max", id="max-instead-of-min"):
+                                 512**-0.5 * max(step**-0.5, step * 4000**-1.5),
+                                 Hint("your warm-up term is too large: it must meet 1/sqrt(step) at step = "
+                                      "warmup_steps, which takes warmup_steps to the power -1.5, not -0.5",
+                                      id="warmup-exponent-wrong"):
+                                 512**-0.5 * min(step**-0.5, step * 4000**-0.5)}, expected, rtol=1e-6, atol=0))
     return ex.result
 
 
-def _smoothed_mistakes(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> dict[str, torch.Tensor]:
-    """The values the classic label-smoothing mistakes give, for ``smoothed_loss``'s feedback."""
+def _smoothed_mistakes(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> dict[Hint, torch.Tensor]:
+    """The values the classic label-smoothing mistakes give, for ``smoothed_loss``'s feedback (those that differ from
+    the right loss at this ``smoothing``: without smoothing most of them are right, see ``_unambiguous``)."""
     vocab = logits.shape[-1]
     flat_logits, flat_labels = logits.reshape(-1, vocab), labels.reshape(-1)
     log_probs = logits.log_softmax(-1)  # (batch, T, V)
@@ -99,17 +134,27 @@ def _smoothed_mistakes(logits: torch.Tensor, labels: torch.Tensor, smoothing: fl
     per_token = (1 - smoothing) * nll + smoothing * -log_probs[..., 1:].mean(-1)  # <pad> = 0 left out
     without_right = -log_probs[..., 1:].sum(-1) + log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     spread_on_others = (1 - smoothing) * nll + smoothing * without_right / (vocab - 2)
+    swapped = smoothing * nll + (1 - smoothing) * -log_probs[..., 1:].mean(-1)
     real = labels != PAD_ID
-    return {
-        "you spread the smoothing mass over <pad> too: spread it over the V - 1 tokens other than <pad>":
+    right = label_smoothed_cross_entropy(logits, labels, PAD_ID, smoothing)
+    mistakes = {
+        Hint("you spread the smoothing mass over <pad> too: spread it over the V - 1 tokens other than <pad>",
+             id="smoothing-spread-over-pad"):
         F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, label_smoothing=smoothing),
-        "you averaged over the padding positions too: keep the positions whose label is not pad_id":
+        Hint("you averaged over the padding positions too: keep the positions whose label is not pad_id",
+             id="padding-in-loss"):
         per_token.mean(),
-        "you forgot the smoothing: mix (1 - smoothing) x the usual loss with smoothing x the uniform part":
+        Hint("you forgot the smoothing: mix (1 - smoothing) x the usual loss with smoothing x the uniform part",
+             id="smoothing-forgotten"):
         label_smoothed_cross_entropy(logits, labels, PAD_ID),
-        "the uniform part covers every token but <pad>, the right one included (V - 1 tokens, not V - 2)":
+        Hint("the uniform part covers every token but <pad>, the right one included (V - 1 tokens, not V - 2)",
+             id="uniform-part-skips-label"):
         spread_on_others[real].mean(),
+        Hint("you swapped the weights: the label keeps 1 - smoothing of the mass, the uniform part gets smoothing",
+             id="smoothing-weights-swapped"):
+        swapped[real].mean(),
     }
+    return _unambiguous(mistakes, right)
 
 
 def smoothed_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int, float], torch.Tensor]) -> CheckResult:
@@ -126,7 +171,7 @@ def smoothed_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int, float],
                        label_smoothed_cross_entropy(logits, labels, PAD_ID, smoothing),
                        hint="(1 - smoothing) * (-log p of the label) + smoothing * mean over the non-pad tokens of "
                             "(-log p), averaged over the positions whose label is not pad_id",
-                       mistakes=_smoothed_mistakes(logits, labels, smoothing) if smoothing else None)
+                       mistakes=_smoothed_mistakes(logits, labels, smoothing))
     return ex.result
 
 
@@ -266,8 +311,8 @@ ZERO_GRAD_HINT = Hint(idea="the gradients accumulate: each backward() adds to th
                            "unless you clear them first",
                       code="optimizer.zero_grad() before loss.backward(), in every step", id="no-zero-grad")
 STEP_BEFORE_BACKWARD_HINT = Hint(
-    idea="optimizer.step() came before loss.backward(): the step must use the gradients of this step's loss, so it "
-         "comes after backward (and after clipping)",
+    idea="the weights never moved with this step's gradients: optimizer.step() came before loss.backward() (or one "
+         "of the two is missing); the step must use the gradients of this step's loss, after backward and clipping",
     code="in every step: optimizer.zero_grad(), loss.backward(), clip, optimizer.step()", id="step-before-backward")
 CLIP_AFTER_STEP_HINT = Hint(
     idea="the gradient was not clipped when the step used it: clipping after optimizer.step() (or not at all) "
@@ -278,20 +323,43 @@ LR_HINT = Hint(idea="the learning rate never followed the schedule: set it at ev
                code='for group in optimizer.param_groups: group["lr"] = lr_at(step)', id="lr-not-set")
 STEP_ZERO_HINT = Hint(idea="your steps count from 0: lr_at counts them from 1, as lesson 09's schedule does",
                       code="for step, (src, tgt) in enumerate(batches, start=1):", id="steps-from-0")
+OVERFIT_HINT = Hint(idea="a correct loop learns one batch by heart in a few dozen steps; if yours cannot, training on "
+                         "more data will not help: the checks below say where it differs from the library's",
+                    id="cannot-overfit-one-batch")
+LOSSES_HINT = Hint(idea="append loss.item() once per batch and return the list", id="loss-list-not-returned")
 
-# The mistakes that change the first loss (computed before any update), and those that change only the updates.
-_LOSS_MISTAKES = {SHIFT_HINT: {"shift": "labels are the input"}, NO_SHIFT_HINT: {"shift": "none"},
-                  PADDING_HINT: {"loss": "padding counted"}, PYTORCH_SMOOTHING_HINT: {"loss": "pytorch smoothing"}}
-_UPDATE_MISTAKES = {ZERO_GRAD_HINT: {"order": "no zero_grad"},
-                    STEP_BEFORE_BACKWARD_HINT: {"order": "step before backward"},
-                    CLIP_AFTER_STEP_HINT: {"order": "clip after step"}, LR_HINT: {"set_lr": False},
-                    STEP_ZERO_HINT: {"first_step": 0}}
+# How _wrong_loop makes each classic mistake of training_loop.
+_MISTAKE_FLAGS = {SHIFT_HINT: {"shift": "labels are the input"}, NO_SHIFT_HINT: {"shift": "none"},
+                  PADDING_HINT: {"loss": "padding counted"}, PYTORCH_SMOOTHING_HINT: {"loss": "pytorch smoothing"},
+                  ZERO_GRAD_HINT: {"order": "no zero_grad"},
+                  STEP_BEFORE_BACKWARD_HINT: {"order": "step before backward"},
+                  CLIP_AFTER_STEP_HINT: {"order": "clip after step"}, LR_HINT: {"set_lr": False},
+                  STEP_ZERO_HINT: {"first_step": 0}}
 
 
 @functools.cache
 def _mistake_runs() -> dict[Hint, tuple[list[float], torch.Tensor]]:
     """What each classic mistake gives on the three-step run (computed once per process, when first needed)."""
-    return {hint: _three_steps(_wrong_loop(**flags)) for hint, flags in (_LOSS_MISTAKES | _UPDATE_MISTAKES).items()}
+    return {hint: _three_steps(_wrong_loop(**flags)) for hint, flags in _MISTAKE_FLAGS.items()}
+
+
+def _matching_mistake(run: Any) -> Hint | None:
+    """The classic mistake whose three-step run (first loss and weight moves) ``run`` reproduces, if any."""
+    if run is _STEPPED_IN_PLACE:
+        return STEP_BEFORE_BACKWARD_HINT
+    losses = _numbers(run[0], LOOP_STEPS) if isinstance(run, tuple) else None
+    if losses is None:
+        return None
+    for hint, (wrong_losses, wrong_moved) in _mistake_runs().items():
+        if (describe_mismatch(losses[0], wrong_losses[0], **EXACT) is None
+                and describe_mismatch(run[1], wrong_moved, **EXACT) is None):
+            return hint
+    return None
+
+
+def _raise(error: Exception) -> None:
+    """Raise ``error`` again, so that ``Exercise.call`` reports it in its place among the lines."""
+    raise error
 
 
 _STEPPED_IN_PLACE = object()
@@ -338,35 +406,44 @@ def training_loop(student_fn: Callable[..., list[float]]) -> CheckResult:
             return ex.result
         losses = _numbers(returned, OVERFIT_STEPS)
         if not ex.require("returns one loss per batch", losses is not None,
-                          problem=f"got {returned!r:.60} for {OVERFIT_STEPS} batches",
-                          hint="append loss.item() once per batch and return the list"):
+                          problem=f"got {returned!r:.60} for {OVERFIT_STEPS} batches", hint=LOSSES_HINT):
             return ex.result
+        # The three-step run comes first, unreported, so that a loop that cannot overfit hears the likely reason.
+        try:
+            run = _guarded(_three_steps, student_fn)
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            run = error
+        overfits = math.isfinite(losses[-1]) and losses[-1] < OVERFIT_BOUND
         ex.require(f"overfits one fixed batch of {OVERFIT_PAIRS} pairs: its loss is below {OVERFIT_BOUND} after "
-                   f"{OVERFIT_STEPS} steps", math.isfinite(losses[-1]) and losses[-1] < OVERFIT_BOUND,
-                   problem=f"it went from {losses[0]:.3g} to {losses[-1]:.3g}",
-                   hint="a correct loop learns one batch by heart in a few dozen steps; if yours cannot, training on "
-                        "more data will not help: the checks below say where it differs from the library's")
-        expected_losses, expected_moved = _three_steps(_library_loop)
-        run = ex.call(_guarded, _three_steps, student_fn, description="your loop on three batches")
+                   f"{OVERFIT_STEPS} steps", overfits, problem=f"it went from {losses[0]:.3g} to {losses[-1]:.3g}",
+                   hint=None if overfits else _matching_mistake(run) or OVERFIT_HINT)
+        if isinstance(run, Exception):
+            ex.call(_raise, run, description="your loop on three batches")
         if _stepped_in_place(ex, run):
             return ex.result
+        expected_losses, expected_moved = _three_steps(_library_loop)
         returned, moved = run
         losses = _numbers(returned, LOOP_STEPS)
         if losses is None:
             ex.require(f"returns one loss per batch ({LOOP_STEPS} batches)", False, problem=f"got {returned!r:.60}",
-                       hint="append loss.item() once per batch and return the list")
+                       hint=LOSSES_HINT)
             return ex.result
         runs = _mistake_runs() if describe_mismatch(moved, expected_moved, **EXACT) else {}
+        # The mistakes that change the first loss (computed before any update), then those that change only updates.
+        loss_mistakes = (SHIFT_HINT, NO_SHIFT_HINT, PADDING_HINT, PYTORCH_SMOOTHING_HINT)
+        update_mistakes = (ZERO_GRAD_HINT, STEP_BEFORE_BACKWARD_HINT, CLIP_AFTER_STEP_HINT, LR_HINT, STEP_ZERO_HINT)
         loss_right = ex.compare(
             "the first batch's loss, before any update (float64)", losses[0], expected_losses[0], **EXACT,
             hint="shift the target, run the model with the source's padding mask, and take the label-smoothed loss "
                  "over the real tokens",
-            mistakes={hint: runs[hint][0][0] for hint in _LOSS_MISTAKES if hint in runs})
+            mistakes={hint: runs[hint][0][0] for hint in loss_mistakes if hint in runs})
         update_hint = ("every step: set the learning rate, zero the gradients, backward, clip, step" if loss_right
                        else "the loss is wrong already (line above): fix it first, the weights follow from it")
         if ex.compare(f"how far each weight tensor moved in {LOOP_STEPS} steps of Adam (float64)", moved,
                       expected_moved, **EXACT, hint=update_hint,
-                      mistakes={hint: runs[hint][1] for hint in _UPDATE_MISTAKES if hint in runs}):
+                      mistakes={hint: runs[hint][1] for hint in update_mistakes if hint in runs}):
             ex.compare(f"the losses of all {LOOP_STEPS} steps", losses, expected_losses, **EXACT,
                        hint="return loss.item() of every step, measured before that step's update")
     return ex.result
