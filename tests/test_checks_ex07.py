@@ -5,7 +5,7 @@ from functools import partial
 import pytest
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex07_encoder_decoder_blocks as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
@@ -124,3 +124,49 @@ def test_predict_influence_names_the_mistakes(target, source, hint):
 
 def test_predict_influence_wants_two_tensors():
     assert_rejected_with(check.predict_influence(lambda: TARGET), "you returned two tensors")
+
+
+def test_hints_name_the_idea_first_and_the_code_on_a_second_failure():
+    def unmasked(x, memory, attention, norm, mask):
+        return norm(x + attention(x, memory, memory)[0])
+
+    first = check.cross_attention_sublayer(unmasked)
+    assert not any("mask=memory_mask" in line for line in first.lines if line.startswith("  hint:")), first.lines
+    again = check.cross_attention_sublayer(unmasked)
+    assert_rejected_with(again, "next step: attention(x, memory, memory, mask=memory_mask)")
+
+
+def test_each_named_mistake_is_diagnosed_as_itself():
+    def normalised(x):
+        return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+
+    assert_diagnosed(check.layer_norm(lambda x, w, b, eps=1e-5: (x - x.mean(0)) / torch.sqrt(
+        x.var(0, unbiased=False) + eps) * w + b), "normalised-over-batch")
+    assert_diagnosed(check.layer_norm(lambda x, w, b, eps=1e-5: normalised(x)), "weight-and-bias-left-out")
+    assert_diagnosed(check.layer_norm(lambda x, w, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) / torch.sqrt(
+        x.var(-1, keepdim=True) + eps) * w + b), "unbiased-variance")
+
+    assert_diagnosed(check.add_and_norm(lambda x, sublayer, norm: norm(sublayer(x))), "residual-missing")
+    assert_diagnosed(check.add_and_norm(lambda x, sublayer, norm: x + sublayer(norm(x))), "pre-ln-instead")
+    assert_diagnosed(check.add_and_norm(lambda x, sublayer, norm: x + norm(sublayer(x))), "residual-after-norm")
+
+    assert_diagnosed(check.cross_attention_sublayer(
+        lambda x, memory, attention, norm, mask: norm(x + attention(x, memory, memory)[0])), "memory-mask-missing")
+    assert_diagnosed(check.cross_attention_sublayer(
+        lambda x, memory, attention, norm, mask: norm(x + attention(memory, memory, x, mask=mask)[0])),
+        "queries-from-memory")
+
+    assert_diagnosed(check.decoder_layer(partial(_decoder, self_mask=False)), "self-attention-not-causal")
+    assert_diagnosed(check.decoder_layer(partial(_decoder, cross_mask=False)), "memory-mask-missing")
+    assert_diagnosed(check.decoder_layer(partial(_decoder, pre_ln=True)), "pre-ln-instead")
+    assert_diagnosed(check.decoder_layer(partial(_decoder, norm_the_sublayer=True)), "residual-after-norm")
+
+    ones = torch.ones(5, 5, dtype=torch.bool)
+    assert_diagnosed(check.predict_influence(_influence(ones.triu(), SOURCE)), "future-above-diagonal")
+    assert_diagnosed(check.predict_influence(_influence(ones, SOURCE)), "not-causal")
+    assert_diagnosed(check.predict_influence(_influence(ones.tril(-1), SOURCE)), "diagonal-missing")
+    assert_diagnosed(check.predict_influence(_influence(torch.eye(5, dtype=torch.bool), SOURCE)), "own-position-only")
+    assert_diagnosed(check.predict_influence(_influence(TARGET, torch.ones(5, 6, dtype=torch.bool))),
+                     "padding-visible")
+    assert_diagnosed(check.predict_influence(_influence(TARGET, torch.ones(5, 6, dtype=torch.bool).tril() & SOURCE)),
+                     "cross-attention-made-causal")

@@ -15,7 +15,7 @@ from torch import nn
 from .attention import check_dropout
 from .data import check_token_ids
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm
-from .masks import causal_mask, validate_mask
+from .masks import causal_mask, padding_mask, validate_mask
 from .multi_head import check_heads
 from .positions import sinusoidal_encoding
 
@@ -217,3 +217,26 @@ def cross_attention_weights(
         for handle in handles:
             handle.remove()
     return captured
+
+
+def encoder_decoder_masks(src: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> dict[str, torch.Tensor]:
+    """The three attention masks of one teacher-forced pass, each expanded to (batch, T_q, T_k), True = allowed.
+
+    ``src``: (batch, S) and ``tgt``: (batch, T) token ids, padded with ``pad_id`` at the end. Returns
+    ``"encoder self-attention"`` (batch, S, S): every source query sees the real source tokens (``padding_mask(src)``);
+    ``"decoder self-attention"`` (batch, T, T): the causal mask and the target padding mask together;
+    ``"cross-attention"`` (batch, T, S): every target query sees the real source tokens (the same source mask).
+    ``Transformer.forward`` takes the source padding mask as ``src_mask`` for the first and the third and builds the
+    causal mask itself; a target padding mask would only change the rows of ``<pad>`` queries, whose outputs the loss
+    ignores (compare ``"causal mask alone"``, (batch, T, T), also returned).
+    """
+    batch, source_length = src.shape
+    target_length = tgt.shape[1]
+    source_keys = padding_mask(src, pad_id)[:, 0]  # (batch, 1, S)
+    causal = causal_mask(target_length, device=tgt.device)  # (T, T)
+    return {
+        "encoder self-attention": source_keys.expand(batch, source_length, source_length),  # (batch, S, S)
+        "decoder self-attention": causal & padding_mask(tgt, pad_id)[:, 0],  # (batch, T, T)
+        "cross-attention": source_keys.expand(batch, target_length, source_length),  # (batch, T, S)
+        "causal mask alone": causal.expand(batch, target_length, target_length),  # (batch, T, T)
+    }

@@ -10,12 +10,20 @@ from torch import nn
 
 from ..layers import DecoderLayer, LayerNorm, position_wise_feed_forward, residual_connection
 from ..masks import causal_mask, padding_mask
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 D_MODEL, HEADS, D_FF = 8, 2, 16
-SWAPPED_HINT = ("queries come from the decoder (x), keys and values from the encoder output (memory): "
-                "attention(x, memory, memory, …); with T=4 target and S=6 source positions, any other choice "
-                "cannot be added to x")
+SWAPPED_HINT = Hint(idea="queries come from the decoder (x), keys and values from the encoder output (memory): "
+                         "with T=4 target and S=6 source positions, any other choice gives a result that cannot be "
+                         "added to x",
+                    code="attention(x, memory, memory, mask=memory_mask)[0]  # query, key, value",
+                    id="queries-from-memory")
+MEMORY_MASK_HINT = Hint(idea="padded source positions are still visible: the cross-attention never receives the "
+                             "source padding mask",
+                        code="attention(x, memory, memory, mask=memory_mask)", id="memory-mask-missing")
+RESIDUAL_IDEA = "you forgot the residual: add the sub-layer's input x to its output before normalising"
+PRE_LN_IDEA = "that is pre-LN, x + sublayer(norm(x)): the paper (post-LN) normalises after adding"
+AFTER_NORM_IDEA = "normalise the sum: norm(x + sublayer(x)), not x + norm(sublayer(x))"
 
 
 def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -75,12 +83,20 @@ def layer_norm(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
         x, weight, bias = _inputs()
         expected = _reference_norm(weight, bias)(x)
         over_batch = (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + 1e-5) * weight + bias
+        unscaled = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
         unbiased = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + 1e-5) * weight + bias
         ex.compare("layer norm of a (2, 3, 4) batch", ex.call(student_fn, x, weight, bias, 1e-5), expected,
-                   hint="mean and variance over the last dimension (dim=-1, keepdim=True), then * weight + bias",
-                   mistakes={"you normalised over the batch (dim 0): LayerNorm uses each token's own features, "
-                             "dim=-1": over_batch,
-                             "use the biased variance (unbiased=False, divide by d_model) as nn.LayerNorm does":
+                   hint=Hint(idea="take the mean and the variance of each position's own features (the last "
+                                  "dimension), normalise with them, then scale by weight and shift by bias",
+                             code="mean = x.mean(dim=-1, keepdim=True); variance = x.var(dim=-1, unbiased=False, "
+                                  "keepdim=True); (x - mean) / torch.sqrt(variance + eps) * weight + bias"),
+                   mistakes={Hint("you normalised over the batch (dim 0): LayerNorm uses each token's own "
+                                  "features, the last dimension", id="normalised-over-batch"): over_batch,
+                             Hint("you normalised but did not scale by weight and shift by bias",
+                                  id="weight-and-bias-left-out"): unscaled,
+                             Hint(idea="you used the unbiased variance (dividing by d_model - 1): use the biased "
+                                       "variance, dividing by d_model, as nn.LayerNorm does",
+                                  code="x.var(dim=-1, unbiased=False, keepdim=True)", id="unbiased-variance"):
                              unbiased})
         constant = torch.full((1, 2, 4), 3.0, dtype=torch.float64)
         ex.compare("a constant vector (variance 0) gives the bias, not NaN",
@@ -100,10 +116,10 @@ def add_and_norm(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
         with torch.no_grad():
             expected = residual_connection(x, sublayer, norm, nn.Identity(), norm_first=False)
             mistakes = {
-                "you forgot the residual: add x to sublayer(x) before normalising": norm(sublayer(x)),
-                "that is pre-LN, x + sublayer(norm(x)): the paper normalises after adding":
+                Hint(RESIDUAL_IDEA, id="residual-missing"): norm(sublayer(x)),
+                Hint(PRE_LN_IDEA, id="pre-ln-instead"):
                     residual_connection(x, sublayer, norm, nn.Identity(), norm_first=True),
-                "normalise the sum: norm(x + sublayer(x)), not x + norm(sublayer(x))": x + norm(sublayer(x)),
+                Hint(AFTER_NORM_IDEA, id="residual-after-norm"): x + norm(sublayer(x)),
             }
         got = ex.call(student_fn, x, sublayer, norm)
         ex.compare("norm(x + sublayer(x)) for a linear sublayer", got, expected,
@@ -125,17 +141,18 @@ def cross_attention_sublayer(student_fn: Callable[..., torch.Tensor]) -> CheckRe
 
             expected = residual_connection(x, attend, norm, nn.Identity())
             mistakes = {
-                "padded source positions are still visible: pass mask=memory_mask to the attention":
-                    residual_connection(x, lambda h: attend(h, None), norm, nn.Identity()),
-                "you forgot the residual: add x to the attention output before normalising": norm(attend(x)),
-                "that is pre-LN, x + attention(norm(x), …): the paper normalises after adding":
+                MEMORY_MASK_HINT: residual_connection(x, lambda h: attend(h, None), norm, nn.Identity()),
+                Hint(RESIDUAL_IDEA, id="residual-missing"): norm(attend(x)),
+                Hint(PRE_LN_IDEA, id="pre-ln-instead"):
                     residual_connection(x, attend, norm, nn.Identity(), norm_first=True),
-                "normalise the sum: norm(x + attention(…)), not x + norm(attention(…))": x + norm(attend(x)),
+                Hint(AFTER_NORM_IDEA, id="residual-after-norm"): x + norm(attend(x)),
             }
             got = _call_or_explain_shapes(ex, student_fn, x, memory, attention, norm, memory_mask)
         if got is not None:
             ex.compare("cross-attention sub-layer, T=4 target and S=6 source positions (two padded)", got,
-                       expected, hint="norm(x + attention(x, memory, memory, mask=memory_mask)[0])",
+                       expected, hint=Hint(idea="attend from the decoder stream x to the memory with the source "
+                                                "padding mask, add x back, then normalise (post-LN)",
+                                           code="norm(x + attention(x, memory, memory, mask=memory_mask)[0])"),
                        mistakes=mistakes)
     return ex.result
 
@@ -151,13 +168,15 @@ def decoder_layer(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
         with torch.no_grad():
             expected = layer(x, memory, tgt_mask, memory_mask)
             mistakes = {
-                "the decoder's self-attention must be causal: pass mask=tgt_mask, so position i sees only 0 … i":
+                Hint(idea="the decoder's self-attention must be causal: position i may see only 0 … i, and "
+                          "tgt_mask says so", code="layer.self_attn(x, x, x, mask=tgt_mask)[0]",
+                     id="self-attention-not-causal"):
                     layer(x, memory, None, memory_mask),
-                "padded source positions are still visible: pass mask=memory_mask to the cross-attention":
+                Hint(idea=MEMORY_MASK_HINT.idea, code="layer.multihead_attn(x, memory, memory, mask=memory_mask)[0]",
+                     id="memory-mask-missing"):
                     layer(x, memory, tgt_mask, None),
-                "that is pre-LN, x + sublayer(norm(x)): this layer is post-LN, norm(x + sublayer(x))":
-                    pre_ln(x, memory, tgt_mask, memory_mask),
-                "normalise the sum: norm(x + sublayer(x)), not x + norm(sublayer(x))":
+                Hint(PRE_LN_IDEA, id="pre-ln-instead"): pre_ln(x, memory, tgt_mask, memory_mask),
+                Hint(AFTER_NORM_IDEA, id="residual-after-norm"):
                     _residual_after_norm(layer, x, memory, tgt_mask, memory_mask),
             }
             got = _call_or_explain_shapes(ex, student_fn, layer, x, memory, tgt_mask, memory_mask)
@@ -177,7 +196,7 @@ def _residual_after_norm(layer: DecoderLayer, x: torch.Tensor, memory: torch.Ten
     return x + layer.norm3(position_wise_feed_forward(x, layer.linear1, layer.linear2, layer.dropout))
 
 
-def measured_influence() -> tuple[torch.Tensor, torch.Tensor]:
+def _measured_influence() -> tuple[torch.Tensor, torch.Tensor]:
     """Which outputs of a post-LN decoder layer change when one input position changes (causal mask; source of 6
     positions whose last 2 are padding): (target (5, 5), source (5, 6)), [i, j] True when output i changes."""
     generator = torch.Generator().manual_seed(5)
@@ -216,22 +235,25 @@ def predict_influence(student_fn: Callable[[], tuple[torch.Tensor, torch.Tensor]
                           problem=f"got {type(prediction).__name__}", hint="return target, source"):
             return ex.result
         target, source = prediction
-        expected_target, expected_source = measured_influence()
+        expected_target, expected_source = _measured_influence()
         ones = torch.ones(5, 5, dtype=torch.bool)
         ex.compare("target positions: output i can change when input j changes (5 × 5)", target, expected_target,
                    hint="rows are outputs i, columns inputs j; the causal mask lets i see j ≤ i",
-                   mistakes={"that is the future (above the diagonal): with outputs as rows, output i depends on "
-                             "inputs j ≤ i, the lower triangle": ones.triu(),
-                             "the decoder's self-attention is causal: output i cannot see later inputs": ones,
-                             "output i also depends on itself (the diagonal): its own input reaches it through "
-                             "the residual and through attention": ones.tril(-1),
-                             "attention mixes positions: output i depends on every earlier input too, not only "
-                             "on its own": torch.eye(5, dtype=torch.bool)})
+                   mistakes={Hint("that is the future (above the diagonal): with outputs as rows, output i "
+                                  "depends on inputs j ≤ i, the lower triangle", id="future-above-diagonal"):
+                             ones.triu(),
+                             Hint("the decoder's self-attention is causal: output i cannot see later inputs",
+                                  id="not-causal"): ones,
+                             Hint("output i also depends on itself (the diagonal): its own input reaches it through "
+                                  "the residual and through attention", id="diagonal-missing"): ones.tril(-1),
+                             Hint("attention mixes positions: output i depends on every earlier input too, not only "
+                                  "on its own", id="own-position-only"): torch.eye(5, dtype=torch.bool)})
         all_source = torch.ones(5, 6, dtype=torch.bool)
         ex.compare("source positions: output i can change when memory position s changes (5 × 6)", source,
                    expected_source, hint="cross-attention has no causal mask, but the padding mask hides <pad>",
-                   mistakes={"padded source positions are masked in cross-attention: they change nothing":
-                             all_source,
-                             "cross-attention has no causal mask: every target position sees every real source "
-                             "token": torch.ones(5, 6, dtype=torch.bool).tril() & expected_source})
+                   mistakes={Hint("padded source positions are masked in cross-attention: they change nothing",
+                                  id="padding-visible"): all_source,
+                             Hint("cross-attention has no causal mask: every target position sees every real "
+                                  "source token", id="cross-attention-made-causal"):
+                             torch.ones(5, 6, dtype=torch.bool).tril() & expected_source})
     return ex.result
