@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex03_queries_keys_values as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
@@ -146,3 +146,50 @@ def test_favourite_keys_example_has_no_near_tie():
     top_two = scores.topk(2, dim=-1).values
     assert (top_two[:, 0] - top_two[:, 1]).min() >= 1
     assert (scores.argmax(dim=-1) != torch.arange(4)).sum() == 3  # three of the four look elsewhere
+
+
+# -- each named mistake is diagnosed as itself (the grader's class report counts these ids) -------------------------
+
+
+def test_each_named_mistake_is_diagnosed_as_itself():
+    assert_diagnosed(check.cross_attention_qkv(lambda t, s, wq, wk, wv: t @ wq), "not-three-tensors")
+    assert_diagnosed(check.cross_attention_qkv(lambda t, s, wq, wk, wv: (s @ wq, s @ wk, s @ wv)),
+                     "queries-from-source")
+    assert_diagnosed(check.cross_attention_qkv(lambda t, s, wq, wk, wv: (t @ wk, s @ wk, s @ wv)),
+                     "queries-use-key-matrix")
+    assert_diagnosed(check.cross_attention_qkv(lambda t, s, wq, wk, wv: (t @ wq, t @ wk, t @ wv)), "keys-from-target")
+    assert_diagnosed(check.cross_attention_qkv(lambda t, s, wq, wk, wv: (t @ wq, s @ wq, s @ wv)),
+                     "keys-use-query-matrix")
+    assert_diagnosed(check.cross_attention_qkv(lambda t, s, wq, wk, wv: (t @ wq, s @ wk, t @ wv)),
+                     "values-from-target")
+
+    def still_broken(query, key, value):  # the exercise's function with only `key.T` repaired
+        scores = query @ key.transpose(-2, -1) / query.norm(dim=-1, keepdim=True).sqrt()
+        return torch.softmax(scores, dim=0) @ value
+
+    assert_diagnosed(check.fixed_attention(still_broken), "still-broken")
+    assert_diagnosed(check.fixed_attention(_with_scores(lambda q, k, v: q.norm(dim=-1, keepdim=True).sqrt())),
+                     "scaled-by-query-norm")
+    assert_diagnosed(check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=-2)),
+                     "softmax-not-over-keys")
+    assert_diagnosed(check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=1)),
+                     "softmax-over-heads")
+    assert_diagnosed(check.fixed_attention(_with_scores(lambda q, k, v: 1.0)), "missing-sqrt-dk")
+    assert_diagnosed(check.fixed_attention(_with_scores(lambda q, k, v: q.shape[-1])), "divided-by-dk")
+    assert_diagnosed(check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(v.shape[-1]))), "scaled-by-sqrt-dv")
+    assert_diagnosed(check.fixed_attention(lambda q, k, v: _solution(q, k, v).transpose(-2, -1)),
+                     "output-transposed")
+    assert_diagnosed(check.unscaled_score_std(lambda: 64.0), "variance-not-std")
+    assert_diagnosed(check.unscaled_score_std(lambda: 1.0), "spread-after-scaling")
+    assert_diagnosed(check.unscaled_score_std(lambda: 1 / math.sqrt(64)), "scale-factor-not-spread")
+    q, k = check.X @ check.W_Q, check.X @ check.W_K
+    assert_diagnosed(check.favourite_keys(lambda: [0, 1, 2, 3]), "attends-to-itself")
+    assert_diagnosed(check.favourite_keys(lambda: (q @ k.T).argmax(dim=0)), "argmax-over-queries")
+    assert_diagnosed(check.favourite_keys(lambda: (check.X @ check.X.T).argmax(dim=-1)), "unprojected-tokens")
+
+
+def test_softmax_over_dim_1_passes_one_matrix_and_is_named_on_the_batch():
+    """dim=1 is the keys of one (T_q, T_k) matrix but the heads of (batch, heads, T_q, T_k) scores."""
+    result = check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=1))
+    assert result.passed == 1
+    assert_rejected_with(result, "your softmax runs over dim=1")

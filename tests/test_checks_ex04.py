@@ -4,25 +4,37 @@ import math
 
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex04_positional_encoding as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED, PASS_MARK
 
 
-def encoding(num_positions, d_model, to_angle=lambda a: a, swap=False):
+def encoding(num_positions, d_model, to_angle=lambda a: a, swap=False, exponent_sign=-1, first=0, columns=None):
+    """The sinusoidal encoding written position by position; ``columns(j)`` places pair j's sine and cosine."""
     pe = torch.zeros(num_positions, d_model)
     for p in range(num_positions):
         for j in range(d_model // 2):
-            angle = to_angle(p / 10000 ** (2 * j / d_model))
-            first, second = (math.cos, math.sin) if swap else (math.sin, math.cos)
-            pe[p, 2 * j], pe[p, 2 * j + 1] = first(angle), second(angle)
+            angle = to_angle((first + p) * 10000 ** (exponent_sign * 2 * j / d_model))
+            sin_cos = (math.cos, math.sin) if swap else (math.sin, math.cos)
+            even, odd = columns(j) if columns else (2 * j, 2 * j + 1)
+            pe[p, even], pe[p, odd] = sin_cos[0](angle), sin_cos[1](angle)
     return pe
 
 
-def shift(offset, d_model, sign=1.0, to_angle=lambda a: a):
+def encoding_per_column(num_positions, d_model):
+    """The classic loop over columns: column i uses pos / 10000**(i/d_model), sine if i is even, else cosine."""
+    pe = torch.zeros(num_positions, d_model)
+    for p in range(num_positions):
+        for i in range(d_model):
+            angle = p / 10000 ** (i / d_model)
+            pe[p, i] = math.sin(angle) if i % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def shift(offset, d_model, sign=1.0, to_angle=lambda a: a, frequency=lambda j, d: 10000 ** (-2 * j / d)):
     m = torch.zeros(d_model, d_model)
     for j in range(d_model // 2):
-        a = to_angle(offset * 10000 ** (-2 * j / d_model))
+        a = to_angle(offset * frequency(j, d_model))
         m[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor(
             [[math.cos(a), sign * math.sin(a)], [-sign * math.sin(a), math.cos(a)]]
         )
@@ -139,3 +151,47 @@ def test_rope_reports_a_missing_return_without_crashing():
     result = check.rope(lambda x: None)
     assert_rejected_with(result, "did you forget a `return`?")
     assert result.total == 2
+
+
+def test_each_named_mistake_is_diagnosed_as_itself():
+    def keys_with_w_q(e_q, pe_q, e_k, pe_k, w_q, w_k):
+        return score_terms(e_q, pe_q, e_k, pe_k, w_q, w_q)
+
+    def unprojected(e_q, pe_q, e_k, pe_k, w_q, w_k):
+        return torch.stack([e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k])
+
+    def in_place_but_correct(x):  # right values, written into the caller's tensor
+        x[...] = rope(x.clone())
+        return x
+
+    assert_diagnosed(check.positional_encoding_matrix(lambda n, d: encoding(n, d, math.radians)), "angles-in-degrees")
+    assert_diagnosed(check.positional_encoding_matrix(lambda n, d: encoding(n, d, swap=True)), "sin-cos-swapped")
+    assert_diagnosed(check.positional_encoding_matrix(lambda n, d: encoding(n, d, columns=lambda j: (j, j + d // 2))),
+                     "sines-then-cosines")
+    assert_diagnosed(check.positional_encoding_matrix(lambda n, d: encoding(n, d, exponent_sign=1)),
+                     "exponent-sign-flipped")
+    assert_diagnosed(check.positional_encoding_matrix(encoding_per_column), "odd-columns-own-frequency")
+    assert_diagnosed(check.positional_encoding_matrix(lambda n, d: encoding(n, d, first=1)), "positions-from-one")
+    assert_diagnosed(check.shift_matrix(lambda k, d: shift(k, d, sign=-1.0)), "rotation-wrong-way")
+    assert_diagnosed(check.shift_matrix(lambda k, d: shift(k, d, to_angle=math.radians)), "angles-in-degrees")
+    assert_diagnosed(check.shift_matrix(lambda k, d: shift(k, d, frequency=lambda j, d: 1.0)), "missing-frequency")
+    assert_diagnosed(check.shift_matrix(lambda k, d: shift(k, d, frequency=lambda j, d: 10000 ** (2 * j / d))),
+                     "exponent-sign-flipped")
+    assert_diagnosed(check.column_wavelength(lambda i, d: wavelength(i, d, pair=lambda i: i, exponent=lambda j: j)),
+                     "odd-columns-own-frequency")
+    assert_diagnosed(check.column_wavelength(lambda i, d: wavelength(i, d, pair=lambda i: i)),
+                     "column-index-as-pair-index")
+    assert_diagnosed(check.column_wavelength(lambda i, d: wavelength(i, d, exponent=lambda j: j)), "exponent-j-not-2j")
+    assert_diagnosed(check.column_wavelength(lambda i, d: wavelength(i, d, turn=1.0)), "missing-two-pi")
+    assert_diagnosed(check.column_wavelength(lambda i, d: wavelength(i, d, turn=360.0)), "full-turn-360")
+    assert_diagnosed(check.score_terms(lambda *args: score_terms(*args)[[0, 2, 1, 3]]), "middle-terms-swapped")
+    assert_diagnosed(check.score_terms(keys_with_w_q), "keys-projected-with-wq")
+    assert_diagnosed(check.score_terms(unprojected), "not-projected")
+    assert_diagnosed(check.score_terms(lambda *args: score_terms(*args) / math.sqrt(args[-1].shape[-1])),
+                     "scaled-by-sqrt-dk")
+    assert_diagnosed(check.rope(lambda x: rope(x, in_place=True)), "overwrote-even-features")
+    assert_diagnosed(check.rope(lambda x: rope(x, to_angle=math.radians)), "angles-in-degrees")
+    assert_diagnosed(check.rope(lambda x: rope(x, reverse=True)), "frequencies-reversed")
+    assert_diagnosed(check.rope(lambda x: rope(x, split_half=True)), "rotate-half-pairing")
+    assert_diagnosed(check.rope(lambda x: rope(x, sign=-1.0)), "rotation-wrong-way")
+    assert_diagnosed(check.rope(in_place_but_correct), "modified-input")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 # Exercise 4's self-attention example, shown in the exercise notebook: four tokens, d_model = 3, d_k = 2.
 TOKENS = ["A", "B", "C", "D"]
@@ -30,47 +30,61 @@ def cross_attention_qkv(student_fn: Callable[..., tuple[torch.Tensor, torch.Tens
         w_q, w_k, w_v = _random(4, 2, seed=2), _random(4, 2, seed=3), _random(4, 6, seed=4)  # d_k = 2, d_v = 6
         got = ex.call(student_fn, target, source, w_q, w_k, w_v)
         if not ex.require("returns three tensors (q, k, v)", isinstance(got, tuple | list) and len(got) == 3,
-                          problem=f"got {type(got).__name__}", hint="end with `return q, k, v`"):
+                          problem=f"got {type(got).__name__}",
+                          hint=Hint("end with `return q, k, v`", id="not-three-tensors")):
             return ex.result
         q, k, v = got
         ex.compare("the queries: one per target token, (3, 2)", q, target @ w_q,
                    hint="queries come from the sequence being written: target @ w_q",
-                   mistakes={"your queries came from the source: in cross-attention the target asks the questions":
-                             source @ w_q,
-                             "your queries used the key matrix: q = target @ w_q": target @ w_k})
+                   mistakes={Hint("your queries came from the source: in cross-attention the target asks the "
+                                  "questions", id="queries-from-source"): source @ w_q,
+                             Hint("your queries used the key matrix: q = target @ w_q", id="queries-use-key-matrix"):
+                             target @ w_k})
         ex.compare("the keys: one per source token, (5, 2)", k, source @ w_k,
                    hint="keys come from the source (the encoder's output): source @ w_k",
-                   mistakes={"your keys came from the target: that is self-attention; "
-                             "here the source supplies the keys": target @ w_k,
-                             "your keys used the query matrix: k = source @ w_k": source @ w_q})
+                   mistakes={Hint("your keys came from the target: that is self-attention; "
+                                  "here the source supplies the keys", id="keys-from-target"): target @ w_k,
+                             Hint("your keys used the query matrix: k = source @ w_k", id="keys-use-query-matrix"):
+                             source @ w_q})
         ex.compare("the values: one per source token, (5, 6)", v, source @ w_v,
                    hint="values come from the same sequence as the keys: source @ w_v",
-                   mistakes={"your values came from the target: each key needs its value, from the same source token":
-                             target @ w_v})
+                   mistakes={Hint("your values came from the target: each key needs its value, from the same source "
+                                  "token", id="values-from-target"): target @ w_v})
     return ex.result
 
 
-def _variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
-    """What the classic mistakes in attention return, keyed by the hint that names each one."""
+def _variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[Hint, torch.Tensor]:
+    """What the classic mistakes in attention return, keyed by the hint that names each one.
+
+    On one (T_q, T_k) score matrix dim=0 is dim=-2, the queries, so those two are one mistake there. On
+    (batch, heads, T_q, T_k) scores dim=0 is the batch and dim=1 the heads: dim=1 is right on one matrix only.
+    """
     scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k) unscaled
     d_k, d_v = q.shape[-1], v.shape[-1]
+    scaled = scores / math.sqrt(d_k)
     root_norm = q.norm(dim=-1, keepdim=True).sqrt()  # (..., T_q, 1) √‖q‖, the broken function's scale
-    return {
-        "this is still the broken function: fix its scale and its softmax axis":
+    variants = {
+        Hint("this is still the broken function: fix its scale and its softmax axis", id="still-broken"):
             torch.softmax(scores / root_norm, dim=0) @ v,
-        "you divide by √‖q‖, the square root of the query's length: the scale is 1/√d_k, "
-        "one constant for every pair (d_k = query.shape[-1])": softmax(scores / root_norm) @ v,
-        "your softmax runs over the queries: each query's weights over the keys must sum to 1, so use dim=-1":
-            torch.softmax(scores / math.sqrt(d_k), dim=-2) @ v,
-        "your softmax runs over dim=0: each query's weights over the keys must sum to 1, so use dim=-1":
-            torch.softmax(scores / math.sqrt(d_k), dim=0) @ v,
-        "you dropped the scale: divide the scores by √d_k": softmax(scores) @ v,
-        "you divided by d_k: divide by its square root, √d_k": softmax(scores / d_k) @ v,
-        "you divided by √d_v (value.shape[-1]): d_k is the last dimension of the queries and keys":
-            softmax(scores / math.sqrt(d_v)) @ v,
-        "your output is transposed: it should be (..., T_q, d_v), one row per query":
-            (softmax(scores / math.sqrt(d_k)) @ v).transpose(-2, -1),
+        Hint("you divide by √‖q‖, the square root of the query's length: the scale is 1/√d_k, "
+             "one constant for every pair (d_k = query.shape[-1])", id="scaled-by-query-norm"):
+            softmax(scores / root_norm) @ v,
+        Hint("your softmax runs over the queries: each query's weights over the keys must sum to 1, so use dim=-1",
+             id="softmax-not-over-keys"): torch.softmax(scaled, dim=-2) @ v,
+        Hint("you dropped the scale: divide the scores by √d_k", id="missing-sqrt-dk"): softmax(scores) @ v,
+        Hint("you divided by d_k: divide by its square root, √d_k", id="divided-by-dk"): softmax(scores / d_k) @ v,
+        Hint("you divided by √d_v (value.shape[-1]): d_k is the last dimension of the queries and keys",
+             id="scaled-by-sqrt-dv"): softmax(scores / math.sqrt(d_v)) @ v,
+        Hint("your output is transposed: it should be (..., T_q, d_v), one row per query", id="output-transposed"):
+            (softmax(scaled) @ v).transpose(-2, -1),
     }
+    if scores.dim() == 4:
+        variants[Hint("your softmax runs over dim=0, the batch: each query's weights over the keys must sum to 1, "
+                      "so use dim=-1", id="softmax-not-over-keys")] = torch.softmax(scaled, dim=0) @ v
+        variants[Hint("your softmax runs over dim=1: on one (T_q, T_k) matrix that is the keys, but on "
+                      "(batch, heads, T_q, T_k) scores it is the heads; dim=-1 is the keys for any number of axes",
+                      id="softmax-over-heads")] = torch.softmax(scaled, dim=1) @ v
+    return variants
 
 
 def fixed_attention(student_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -104,10 +118,12 @@ def unscaled_score_std(student_fn: Callable[[], float]) -> CheckResult:
         ex.compare(f"your prediction against the measured standard deviation of {pairs} unscaled scores "
                    f"(d_k = {d_k}): {measured:.2f}, within 5%", got, measured, rtol=0.05, atol=0.0,
                    hint="each product q_i k_i has variance 1, and q·k adds up d_k of them",
-                   mistakes={"that is the variance: the standard deviation is its square root": float(d_k),
-                             "1 is the spread after dividing by √d_k; the question is about the unscaled scores":
-                             1.0,
-                             "that is the scale factor 1/√d_k, not the spread of the scores": 1 / math.sqrt(d_k)})
+                   mistakes={Hint("that is the variance: the standard deviation is its square root",
+                                  id="variance-not-std"): float(d_k),
+                             Hint("1 is the spread after dividing by √d_k; the question is about the unscaled scores",
+                                  id="spread-after-scaling"): 1.0,
+                             Hint("that is the scale factor 1/√d_k, not the spread of the scores",
+                                  id="scale-factor-not-spread"): 1 / math.sqrt(d_k)})
     return ex.result
 
 
@@ -123,10 +139,11 @@ def favourite_keys(student_fn: Callable[[], list[int]]) -> CheckResult:
             got = got.tolist()
         ex.compare("the key each query (A, B, C, D) attends to most", got, weights.argmax(dim=-1).tolist(),
                    hint="compute Q = X W^Q and K = X W^K, then the scores Q Kᵀ: each ROW is one query",
-                   mistakes={"a token need not attend most to itself: compare the whole row of scores":
-                             list(range(len(TOKENS))),
-                             "you took the largest entry of each column (the query that looks at a key most): "
-                             "take each row's largest, over the keys": scores.argmax(dim=0).tolist(),
-                             "you compared the token vectors directly (X Xᵀ): the scores are (X W^Q)(X W^K)ᵀ":
-                             (X @ X.T).argmax(dim=-1).tolist()})
+                   mistakes={Hint("a token need not attend most to itself: compare the whole row of scores",
+                                  id="attends-to-itself"): list(range(len(TOKENS))),
+                             Hint("you took the largest entry of each column (the query that looks at a key most): "
+                                  "take each row's largest, over the keys", id="argmax-over-queries"):
+                             scores.argmax(dim=0).tolist(),
+                             Hint("you compared the token vectors directly (X Xᵀ): the scores are (X W^Q)(X W^K)ᵀ",
+                                  id="unprojected-tokens"): (X @ X.T).argmax(dim=-1).tolist()})
     return ex.result

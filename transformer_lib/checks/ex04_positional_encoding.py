@@ -9,23 +9,58 @@ from collections.abc import Callable
 import torch
 
 from ..positions import apply_rope, shift_rotation, sinusoidal_encoding
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 
-def _encoding_with(angle_unit: float, swap: bool, num_positions: int, d_model: int) -> torch.Tensor:
-    """Typical wrong encodings: angles in degrees (``angle_unit = pi/180``) or sin and cos swapped."""
-    frequencies = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * frequencies * angle_unit
+def _encoding_with(num_positions: int, d_model: int, *, angle_unit: float = 1.0, swap: bool = False,
+                   exponent_sign: float = -1.0, first_position: int = 0, concatenate: bool = False,
+                   per_column: bool = False) -> torch.Tensor:
+    """Typical wrong encodings: angles in degrees (``angle_unit = pi/180``), sin and cos swapped, the wavelength
+    10000**(2j/d_model) used as the frequency (``exponent_sign = +1``), positions counted from 1, all sines then all
+    cosines (``concatenate``), or each column i its own exponent i/d_model (``per_column``)."""
+    positions = torch.arange(first_position, first_position + num_positions, dtype=torch.float64)[:, None]
+    if per_column:  # column i: sin (i even) or cos (i odd) of pos / 10000**(i/d_model)
+        angles = positions * 10000.0 ** (-torch.arange(d_model, dtype=torch.float64) / d_model)  # (T, d_model)
+        return torch.where(torch.arange(d_model) % 2 == 0, torch.sin(angles), torch.cos(angles))
+    frequencies = 10000.0 ** (exponent_sign * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = positions * frequencies * angle_unit  # (T, d_model/2)
     first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    if concatenate:
+        return torch.cat((first(angles), second(angles)), dim=-1)
     return torch.stack((first(angles), second(angles)), dim=-1).flatten(-2)
 
 
-def _rotation_in_degrees(offset: int, d_model: int) -> torch.Tensor:
-    """The shift matrix a learner gets by converting the angles k * w_j to degrees."""
+def _encoding_mistakes(num_positions: int, d_model: int) -> dict[Hint, torch.Tensor]:
+    """The classic wrong encodings, keyed by the hint that names each one."""
+    return {
+        Hint("your angles are in degrees: torch.sin and torch.cos take radians, so do not convert",
+             id="angles-in-degrees"): _encoding_with(num_positions, d_model, angle_unit=math.pi / 180),
+        Hint("sin and cos are swapped: even columns hold the sine, odd columns the cosine", id="sin-cos-swapped"):
+            _encoding_with(num_positions, d_model, swap=True),
+        Hint("you put all the sines first and all the cosines after: the paper interleaves them, sine in column 2j, "
+             "cosine of the same angle in column 2j+1", id="sines-then-cosines"):
+            _encoding_with(num_positions, d_model, concatenate=True),
+        Hint("you multiplied the position by 10000**(2j/d_model): divide by it, so the frequency "
+             "10000**(-2j/d_model) falls from 1 with j", id="exponent-sign-flipped"):
+            _encoding_with(num_positions, d_model, exponent_sign=1.0),
+        Hint("odd columns are off: the cosine in column 2j+1 uses the same angle as the sine in column 2j "
+             "(you used 10000**(i/d_model) with i the column)", id="odd-columns-own-frequency"):
+            _encoding_with(num_positions, d_model, per_column=True),
+        Hint("your positions start at 1: the first token is position 0, so row 0 is [0, 1, 0, 1, …]",
+             id="positions-from-one"): _encoding_with(num_positions, d_model, first_position=1),
+    }
+
+
+def _rotation_with(offset: int, d_model: int, *, angle_unit: float = 1.0, exponent_sign: float = -1.0,
+                   with_frequency: bool = True) -> torch.Tensor:
+    """Typical wrong shift matrices: angles k * w_j in degrees, the wavelength 10000**(2j/d_model) used as w_j
+    (``exponent_sign = +1``), or every pair turned by k radians (``with_frequency = False``)."""
     blocks = []
     for j in range(d_model // 2):
-        angle = math.radians(offset * 10000.0 ** (-2 * j / d_model))
-        blocks.append(torch.tensor([[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]]))
+        frequency = 10000.0 ** (exponent_sign * 2 * j / d_model) if with_frequency else 1.0
+        angle = offset * frequency * angle_unit
+        blocks.append(torch.tensor([[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]],
+                                   dtype=torch.float64))
     return torch.block_diag(*blocks)
 
 
@@ -40,17 +75,10 @@ def positional_encoding_matrix(student_fn: Callable) -> CheckResult:
             sinusoidal_encoding(4, 4),
             atol=1e-4,
             hint="even columns 2j hold sin(p / 10000**(2j/d_model)), odd columns 2j+1 the cos of the same angle",
-            mistakes={
-                "your angles are in degrees: torch.sin and torch.cos take radians, so do not convert": (
-                    _encoding_with(math.pi / 180, False, 4, 4)
-                ),
-                "sin and cos are swapped: even columns hold the sine, odd columns the cosine": (
-                    _encoding_with(1.0, True, 4, 4)
-                ),
-            },
+            mistakes=_encoding_mistakes(4, 4),
         )
         ex.compare("a bigger encoding (50 positions, d_model = 16)", ex.call(student_fn, 50, 16),
-                   sinusoidal_encoding(50, 16), atol=1e-4)
+                   sinusoidal_encoding(50, 16), atol=1e-4, mistakes=_encoding_mistakes(50, 16))
     return ex.result
 
 
@@ -67,8 +95,14 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
             atol=1e-5,
             hint="one 2x2 block [[cos(k w), sin(k w)], [-sin(k w), cos(k w)]] per sin/cos pair, zeros elsewhere",
             mistakes={
-                "your rotation turns the wrong way: swap the signs of the two sin(k w) entries": expected.T,
-                "your angles are in degrees: use k * w_j in radians": _rotation_in_degrees(3, 6),
+                Hint("your rotation turns the wrong way: swap the signs of the two sin(k w) entries",
+                     id="rotation-wrong-way"): expected.T,
+                Hint("your angles are in degrees: use k * w_j in radians", id="angles-in-degrees"):
+                    _rotation_with(3, 6, angle_unit=math.pi / 180),
+                Hint("every block turns by k radians: pair j turns by k * w_j, with its own frequency "
+                     "w_j = 10000**(-2j/d_model)", id="missing-frequency"): _rotation_with(3, 6, with_frequency=False),
+                Hint("you multiplied k by 10000**(2j/d_model): the frequency is w_j = 10000**(-2j/d_model), "
+                     "so divide", id="exponent-sign-flipped"): _rotation_with(3, 6, exponent_sign=1.0),
             },
         )
         pe = sinusoidal_encoding(30, 8).double()
@@ -105,17 +139,18 @@ def column_wavelength(student_fn: Callable) -> CheckResult:
             hint="column i belongs to pair j = i // 2, which turns by omega_j = 10000**(-2j/d_model) radians per "
             "position: one full turn takes 2*pi / omega_j positions",
             mistakes={
-                "odd columns are off: column i belongs to pair j = i // 2, and the sine and cosine of a pair share "
-                "one frequency (you used 10000**(i/d_model))": _wavelength_formula(
-                    columns, d_model, lambda c: c, 2 * math.pi),
-                "you used the column index i as the pair index j: the exponent is 2j/d_model with j = i // 2": (
-                    _wavelength_formula(columns, d_model, lambda c: 2 * c, 2 * math.pi)),
-                "the exponent is 2j/d_model, not j/d_model": _wavelength_formula(
+                Hint("odd columns are off: column i belongs to pair j = i // 2, and the sine and cosine of a pair "
+                     "share one frequency (you used 10000**(i/d_model))", id="odd-columns-own-frequency"):
+                    _wavelength_formula(columns, d_model, lambda c: c, 2 * math.pi),
+                Hint("you used the column index i as the pair index j: the exponent is 2j/d_model with j = i // 2",
+                     id="column-index-as-pair-index"): _wavelength_formula(columns, d_model, lambda c: 2 * c,
+                                                                           2 * math.pi),
+                Hint("the exponent is 2j/d_model, not j/d_model", id="exponent-j-not-2j"): _wavelength_formula(
                     columns, d_model, lambda c: c // 2, 2 * math.pi),
-                "1 / omega_j is the number of positions per radian: a full turn is 2*pi radians": (
-                    _wavelength_formula(columns, d_model, lambda c: 2 * (c // 2), 1.0)),
-                "the angles are in radians, so a full turn is 2*pi, not 360": _wavelength_formula(
-                    columns, d_model, lambda c: 2 * (c // 2), 360.0),
+                Hint("1 / omega_j is the number of positions per radian: a full turn is 2*pi radians",
+                     id="missing-two-pi"): _wavelength_formula(columns, d_model, lambda c: 2 * (c // 2), 1.0),
+                Hint("the angles are in radians, so a full turn is 2*pi, not 360", id="full-turn-360"):
+                    _wavelength_formula(columns, d_model, lambda c: 2 * (c // 2), 360.0),
             },
         )
         columns, d_model = [5, 40, 63], 64
@@ -157,13 +192,16 @@ def score_terms(student_fn: Callable) -> CheckResult:
             expected,
             hint="term 2 is (e_q W^Q)·(pe_k W^K): the query's word against the key's position",
             mistakes={
-                "the middle terms are swapped: content-position is the query's word against the key's position, "
-                "(e_q W^Q)·(pe_k W^K); position-content is (pe_q W^Q)·(e_k W^K)": expected[[0, 2, 1, 3]],
-                "project the keys with W^K, not W^Q: the two projections differ": torch.stack(
-                    [score(e_q, e_k, w_q), score(e_q, pe_k, w_q), score(pe_q, e_k, w_q), score(pe_q, pe_k, w_q)]),
-                "project before taking dot products: q = x W^Q and k = x W^K": torch.stack(
-                    [e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k]),
-                "these are terms of the raw score q·k: leave out the 1/sqrt(d_k) of attention": expected / 2.0,
+                Hint("the middle terms are swapped: content-position is the query's word against the key's position, "
+                     "(e_q W^Q)·(pe_k W^K); position-content is (pe_q W^Q)·(e_k W^K)", id="middle-terms-swapped"):
+                    expected[[0, 2, 1, 3]],
+                Hint("project the keys with W^K, not W^Q: the two projections differ", id="keys-projected-with-wq"):
+                    torch.stack([score(e_q, e_k, w_q), score(e_q, pe_k, w_q), score(pe_q, e_k, w_q),
+                                 score(pe_q, pe_k, w_q)]),
+                Hint("project before taking dot products: q = x W^Q and k = x W^K", id="not-projected"):
+                    torch.stack([e_q @ e_k, e_q @ pe_k, pe_q @ e_k, pe_q @ pe_k]),
+                Hint("these are terms of the raw score q·k: leave out the 1/sqrt(d_k) of attention",
+                     id="scaled-by-sqrt-dk"): expected / math.sqrt(w_q.shape[-1]),
             },
         )
         if isinstance(got, torch.Tensor) and got.shape == (4,):
@@ -218,20 +256,24 @@ def rope(student_fn: Callable) -> CheckResult:
             hint="even feature 2j becomes x_2j cos(p w_j) - x_2j+1 sin(p w_j), odd feature 2j+1 becomes "
             "x_2j sin(p w_j) + x_2j+1 cos(p w_j), with w_j = 10000**(-2j/d) and p the position",
             mistakes={
-                "the odd features were computed from the already-rotated even ones: read x[..., 0::2] and "
-                "x[..., 1::2] before writing anything, and write into a new tensor": _rope_overwriting(x),
-                "your angles are in degrees: p * w_j is already in radians": _rope_variant(x, math.pi / 180),
-                "your frequencies run in reverse: pair j turns by w_j = 10000**(-2j/d), so the first pair "
-                "turns fastest": _rope_variant(x, reverse=True),
-                "you paired feature j with j + d/2 (the 'rotate half' layout of some libraries); here a pair is "
-                "two adjacent features (2j, 2j+1), as in apply_rope": _rope_variant(x, split_half=True),
-                "you rotate the wrong way: the even feature gets - x_2j+1 sin(p w_j), the odd one "
-                "+ x_2j sin(p w_j)": _rope_variant(x, sign=-1.0),
+                Hint("the odd features were computed from the already-rotated even ones: read x[..., 0::2] and "
+                     "x[..., 1::2] before writing anything, and write into a new tensor", id="overwrote-even-features"):
+                    _rope_overwriting(x),
+                Hint("your angles are in degrees: p * w_j is already in radians", id="angles-in-degrees"):
+                    _rope_variant(x, math.pi / 180),
+                Hint("your frequencies run in reverse: pair j turns by w_j = 10000**(-2j/d), so the first pair "
+                     "turns fastest", id="frequencies-reversed"): _rope_variant(x, reverse=True),
+                Hint("you paired feature j with j + d/2 (the 'rotate half' layout of some libraries); here a pair is "
+                     "two adjacent features (2j, 2j+1), as in apply_rope", id="rotate-half-pairing"):
+                    _rope_variant(x, split_half=True),
+                Hint("you rotate the wrong way: the even feature gets - x_2j+1 sin(p w_j), the odd one "
+                     "+ x_2j sin(p w_j)", id="rotation-wrong-way"): _rope_variant(x, sign=-1.0),
             },
         )
         ex.require("your function leaves its input unchanged", torch.equal(given, x),
                    problem="it changed the tensor it was given",
-                   hint="write the rotated features into a new tensor (torch.empty_like(x)): x is the caller's data")
+                   hint=Hint("write the rotated features into a new tensor (torch.empty_like(x)): x is the caller's "
+                             "data", id="modified-input"))
         if isinstance(got, torch.Tensor) and got.shape == x.shape:  # the relative property, on the same rule
             generator = torch.Generator().manual_seed(6)
             q, k = (torch.randn(8, dtype=torch.float64, generator=generator).repeat(1, 6, 1) for _ in range(2))
