@@ -1,8 +1,9 @@
-"""The lesson 05 checks accept the solutions, spot stubs, and name the typical mistakes (polarity, NaN, windows)."""
+"""The lesson 05 checks accept the solutions, spot stubs, and name the typical mistakes (polarity, NaN, windows),
+each recognised as itself: the hint's text is shown and its id is the diagnosis the class report counts."""
 
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex05_masking as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
@@ -14,8 +15,16 @@ def causal(size):
     return torch.ones(size, size, dtype=torch.bool).tril()
 
 
+def keys(tokens, pad_id):
+    return (tokens != pad_id)[:, None, None, :]
+
+
+def queries(tokens, pad_id):
+    return (tokens != pad_id)[:, None, :, None]
+
+
 def decoder(tokens, pad_id):
-    return causal(tokens.shape[1]) & (tokens != pad_id)[:, None, None, :]
+    return causal(tokens.shape[1]) & keys(tokens, pad_id)
 
 
 def window(size, width):
@@ -38,82 +47,124 @@ def test_stubs_are_not_attempted(capsys):
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(CHECKS)
 
 
-def test_look_ahead_mask_accepts_the_solution_and_names_inverted_polarity():
+def test_look_ahead_mask_accepts_the_solution_and_names_polarity_triangle_diagonal_and_dtype():
     assert check.look_ahead_mask(causal).ok
-    assert_rejected_with(
-        check.look_ahead_mask(lambda n: torch.ones(n, n, dtype=torch.bool).triu(1)), "your polarity is inverted"
-    )
-    assert_rejected_with(
-        check.look_ahead_mask(lambda n: torch.ones(n, n, dtype=torch.bool).triu()), "keep the lower triangle"
-    )
-    assert_rejected_with(
-        check.look_ahead_mask(lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1)), "the diagonal must be allowed"
-    )
-    assert_rejected_with(check.look_ahead_mask(lambda n: torch.ones(n, n).tril()), "expected a boolean result")
+    blocked_future = lambda n: torch.ones(n, n, dtype=torch.bool).triu(1)  # noqa: E731
+    upper = lambda n: torch.ones(n, n, dtype=torch.bool).triu()  # noqa: E731
+    strict = lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1)  # noqa: E731
+    numbers = lambda n: torch.ones(n, n).tril()  # noqa: E731
+    assert_rejected_with(check.look_ahead_mask(blocked_future), "your polarity is inverted")
+    assert_diagnosed(check.look_ahead_mask(blocked_future), "inverted-polarity")
+    assert_rejected_with(check.look_ahead_mask(upper), "keep the lower triangle")
+    assert_diagnosed(check.look_ahead_mask(upper), "upper-triangle")
+    assert_rejected_with(check.look_ahead_mask(strict), "the diagonal must be allowed")
+    assert_diagnosed(check.look_ahead_mask(strict), "diagonal-blocked")
+    assert_rejected_with(check.look_ahead_mask(numbers), "expected a boolean result")
+    assert_rejected_with(check.look_ahead_mask(numbers), "return a bool mask")
+    assert_diagnosed(check.look_ahead_mask(numbers), "mask-not-boolean")
 
 
-def test_key_padding_mask_accepts_the_solution_and_names_polarity_and_shape():
-    assert check.key_padding_mask(lambda t, pad: (t != pad)[:, None, None, :]).ok
-    assert_rejected_with(check.key_padding_mask(lambda t, pad: (t == pad)[:, None, None, :]), "polarity is inverted")
-    assert_rejected_with(check.key_padding_mask(lambda t, pad: t != pad), "shape (batch, 1, 1, T)")
+def test_key_padding_mask_accepts_the_solution_and_names_polarity_shape_axis_and_dtype():
+    assert check.key_padding_mask(keys).ok
+    padding_true = lambda t, pad: (t == pad)[:, None, None, :]  # noqa: E731
+    flat = lambda t, pad: t != pad  # noqa: E731
+    numbers = lambda t, pad: keys(t, pad).long()  # noqa: E731
+    assert_rejected_with(check.key_padding_mask(padding_true), "polarity is inverted")
+    assert_diagnosed(check.key_padding_mask(padding_true), "inverted-polarity")
+    assert_rejected_with(check.key_padding_mask(flat), "shape (batch, 1, 1, T)")
+    assert_diagnosed(check.key_padding_mask(flat), "broadcast-axes-missing")
+    assert_rejected_with(check.key_padding_mask(queries), "hide padding queries")
+    assert_diagnosed(check.key_padding_mask(queries), "padding-on-query-axis")
+    assert_rejected_with(check.key_padding_mask(numbers), "not 0/1 numbers")
+    assert_diagnosed(check.key_padding_mask(numbers), "mask-not-boolean")
 
 
 def test_decoder_mask_accepts_the_solution_and_names_each_wrong_combination():
     assert check.decoder_mask(decoder).ok
-    keys = lambda t, pad: (t != pad)[:, None, None, :]  # noqa: E731
-    queries = lambda t, pad: (t != pad)[:, None, :, None]  # noqa: E731
-    wrong = {
-        "combine the masks with &, not |": lambda t, pad: causal(t.shape[1]) | keys(t, pad),
-        "hides padding KEYS (columns)": lambda t, pad: causal(t.shape[1]) & queries(t, pad),
-        "mask only the keys": lambda t, pad: causal(t.shape[1]) & keys(t, pad) & queries(t, pad),
-        "your polarity is inverted": lambda t, pad: ~decoder(t, pad),
-        "add the heads axis": lambda t, pad: decoder(t, pad)[:, 0],
-        "you returned only the causal mask": lambda t, pad: causal(t.shape[1]),
-        "you returned only the padding mask": keys,
-    }
-    for hint, fn in wrong.items():
-        assert_rejected_with(check.decoder_mask(fn), hint)
-    assert_rejected_with(check.decoder_mask(lambda t, pad: decoder(t, 0)), "not with 0")
+    either = lambda t, pad: causal(t.shape[1]) | keys(t, pad)  # noqa: E731
+    query_rows = lambda t, pad: causal(t.shape[1]) & queries(t, pad)  # noqa: E731
+    both = lambda t, pad: causal(t.shape[1]) & keys(t, pad) & queries(t, pad)  # noqa: E731
+    inverted = lambda t, pad: ~decoder(t, pad)  # noqa: E731
+    no_heads_axis = lambda t, pad: decoder(t, pad)[:, 0]  # noqa: E731
+    only_causal = lambda t, pad: causal(t.shape[1])  # noqa: E731
+    zero_pad = lambda t, pad: decoder(t, 0)  # noqa: E731
+    assert_rejected_with(check.decoder_mask(either), "combine the masks with &, not |")
+    assert_diagnosed(check.decoder_mask(either), "masks-combined-with-or")
+    assert_rejected_with(check.decoder_mask(query_rows), "hides padding KEYS (columns)")
+    assert_diagnosed(check.decoder_mask(query_rows), "padding-on-query-axis")
+    assert_rejected_with(check.decoder_mask(both), "mask only the keys")
+    assert_diagnosed(check.decoder_mask(both), "padding-queries-masked")
+    assert_rejected_with(check.decoder_mask(inverted), "your polarity is inverted")
+    assert_diagnosed(check.decoder_mask(inverted), "inverted-polarity")
+    assert_rejected_with(check.decoder_mask(no_heads_axis), "add the heads axis")
+    assert_diagnosed(check.decoder_mask(no_heads_axis), "heads-axis-missing")
+    assert_rejected_with(check.decoder_mask(only_causal), "you returned only the causal mask")
+    assert_diagnosed(check.decoder_mask(only_causal), "padding-mask-forgotten")
+    assert_rejected_with(check.decoder_mask(keys), "you returned only the padding mask")
+    assert_diagnosed(check.decoder_mask(keys), "causal-mask-forgotten")
+    assert_rejected_with(check.decoder_mask(zero_pad), "not with 0")
+    assert_diagnosed(check.decoder_mask(zero_pad), "pad-id-hardcoded")
 
 
 def test_sliding_window_mask_accepts_the_solution_and_names_off_by_one_and_the_future():
     assert check.sliding_window_mask(window).ok
     i = lambda n: torch.arange(n)[:, None]  # noqa: E731
     j = lambda n: torch.arange(n)  # noqa: E731
-    assert_rejected_with(check.sliding_window_mask(lambda n, w: window(n, w + 1)), "i - w < j <= i")
-    assert_rejected_with(check.sliding_window_mask(lambda n, w: window(n, w - 1)), "(not w - 1)")
-    assert_rejected_with(check.sliding_window_mask(lambda n, w: (i(n) - j(n)).abs() < w), "looks back only")
-    assert_rejected_with(check.sliding_window_mask(lambda n, w: j(n) > i(n) - w), "keep the causal mask too")
-    assert_rejected_with(check.sliding_window_mask(lambda n, w: window(n, w).T), "your mask is transposed")
-    assert_rejected_with(check.sliding_window_mask(lambda n, w: ~window(n, w)), "polarity is inverted")
+    too_wide = lambda n, w: window(n, w + 1)  # noqa: E731
+    too_narrow = lambda n, w: window(n, w - 1)  # noqa: E731
+    both_ways = lambda n, w: (i(n) - j(n)).abs() < w  # noqa: E731
+    no_causal = lambda n, w: j(n) > i(n) - w  # noqa: E731
+    transposed = lambda n, w: window(n, w).T  # noqa: E731
+    inverted = lambda n, w: ~window(n, w)  # noqa: E731
+    assert_rejected_with(check.sliding_window_mask(too_wide), "i - w < j <= i")
+    assert_diagnosed(check.sliding_window_mask(too_wide), "window-one-too-wide")
+    assert_rejected_with(check.sliding_window_mask(too_narrow), "(not w - 1)")
+    assert_diagnosed(check.sliding_window_mask(too_narrow), "window-one-too-narrow")
+    assert_rejected_with(check.sliding_window_mask(both_ways), "looks back only")
+    assert_diagnosed(check.sliding_window_mask(both_ways), "window-looks-both-ways")
+    assert_rejected_with(check.sliding_window_mask(no_causal), "keep the causal mask too")
+    assert_diagnosed(check.sliding_window_mask(no_causal), "causal-mask-forgotten")
+    assert_rejected_with(check.sliding_window_mask(transposed), "your mask is transposed")
+    assert_diagnosed(check.sliding_window_mask(transposed), "mask-transposed")
+    assert_rejected_with(check.sliding_window_mask(inverted), "polarity is inverted")
+    assert_diagnosed(check.sliding_window_mask(inverted), "inverted-polarity")
 
 
 def test_surviving_weights_accepts_the_prediction_and_names_each_wrong_count():
     assert check.surviving_weights(surviving).ok
     assert check.surviving_weights(lambda lengths, size: torch.tensor(surviving(lengths, size))).ok
-    wrong = {
-        "the padding rows count too": lambda lengths, size: [n * (n + 1) // 2 for n in lengths],
-        "the causal mask is not the only one": lambda lengths, size: [size * (size + 1) // 2] * len(lengths),
-        "zeroes every key after the query": lambda lengths, size: [n * size for n in lengths],
-        "you counted the zero weights": lambda lengths, size: [size * size - s for s in surviving(lengths, size)],
-    }
-    for hint, fn in wrong.items():
-        assert_rejected_with(check.surviving_weights(fn), hint)
+    real_rows_only = lambda lengths, size: [n * (n + 1) // 2 for n in lengths]  # noqa: E731
+    causal_only = lambda lengths, size: [size * (size + 1) // 2] * len(lengths)  # noqa: E731
+    padding_only = lambda lengths, size: [n * size for n in lengths]  # noqa: E731
+    zeros = lambda lengths, size: [size * size - s for s in surviving(lengths, size)]  # noqa: E731
+    assert_rejected_with(check.surviving_weights(real_rows_only), "the padding rows count too")
+    assert_diagnosed(check.surviving_weights(real_rows_only), "padding-rows-not-counted")
+    assert_rejected_with(check.surviving_weights(causal_only), "the causal mask is not the only one")
+    assert_diagnosed(check.surviving_weights(causal_only), "padding-keys-counted")
+    assert_rejected_with(check.surviving_weights(padding_only), "zeroes every key after the query")
+    assert_diagnosed(check.surviving_weights(padding_only), "future-keys-counted")
+    assert_rejected_with(check.surviving_weights(zeros), "you counted the zero weights")
+    assert_diagnosed(check.surviving_weights(zeros), "counted-zero-weights")
 
 
-def test_masked_softmax_accepts_the_fix_and_names_the_bug_nan_zero_fill_and_polarity():
+def test_masked_softmax_accepts_the_fix_and_names_the_bug_nan_fills_and_polarity():
     assert check.masked_softmax(fixed_softmax).ok
-    assert_rejected_with(
-        check.masked_softmax(lambda s, m: torch.softmax(s, dim=-1) * m), "this is the buggy function's result"
-    )
-    renormalised = check.masked_softmax(
-        lambda s, m: (torch.softmax(s, dim=-1) * m) / (torch.softmax(s, dim=-1) * m).sum(-1, keepdim=True)
-    )
-    assert_rejected_with(renormalised, "your result contains NaN")
-    assert_rejected_with(renormalised, "divides 0 by 0")
-    result = check.masked_softmax(lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1))
-    assert_rejected_with(result, "your result contains NaN")
-    assert_rejected_with(
-        check.masked_softmax(lambda s, m: torch.softmax(s.masked_fill(~m, 0.0), dim=-1)), "with -inf before"
-    )
-    assert_rejected_with(check.masked_softmax(lambda s, m: fixed_softmax(s, ~m)), "polarity is inverted")
+    after = lambda s, m: torch.softmax(s, dim=-1) * m  # noqa: E731
+    renormalised = lambda s, m: after(s, m) / after(s, m).sum(-1, keepdim=True)  # noqa: E731
+    minus_inf = lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)  # noqa: E731
+    minus_big = lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), dim=-1)  # noqa: E731
+    zero_fill = lambda s, m: torch.softmax(s.masked_fill(~m, 0.0), dim=-1)  # noqa: E731
+    inverted = lambda s, m: fixed_softmax(s, ~m)  # noqa: E731
+    assert_rejected_with(check.masked_softmax(after), "this is the buggy function's result")
+    assert_diagnosed(check.masked_softmax(after), "masked-after-softmax")
+    assert_rejected_with(check.masked_softmax(renormalised), "your result contains NaN")
+    assert_rejected_with(check.masked_softmax(renormalised), "divides 0 by 0")
+    assert_diagnosed(check.masked_softmax(renormalised), "nan-in-fully-blocked-row")
+    assert_rejected_with(check.masked_softmax(minus_inf), "your result contains NaN")
+    assert_diagnosed(check.masked_softmax(minus_inf), "nan-in-fully-blocked-row")
+    assert_rejected_with(check.masked_softmax(minus_big), "such as -1e9")
+    assert_diagnosed(check.masked_softmax(minus_big), "fully-blocked-row-uniform")
+    assert_rejected_with(check.masked_softmax(zero_fill), "with -inf before")
+    assert_diagnosed(check.masked_softmax(zero_fill), "masked-with-zero")
+    assert_rejected_with(check.masked_softmax(inverted), "polarity is inverted")
+    assert_diagnosed(check.masked_softmax(inverted), "inverted-polarity")

@@ -1,11 +1,12 @@
 """The lesson 06 checks accept the solutions, spot stubs, and name the typical mistakes (head order, one head,
-the scale, W^O, offsets, parameter counts)."""
+the scale, W^O, offsets, parameter counts), each recognised as itself: the hint's text is shown and its id is the
+diagnosis the class report counts."""
 
 import math
 
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex06_multi_head_attention as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
@@ -51,34 +52,51 @@ def test_stubs_are_not_attempted(capsys):
 def test_split_accepts_the_fix_and_names_each_wrong_split():
     assert check.split_into_heads(split).ok
     b, t, d = 0, 1, 2  # axes of x
-    wrong = {
-        "mixes tokens into heads": lambda x, h: x.reshape(x.shape[b], h, x.shape[t], -1),
-        "transpose(1, 2) to put the heads before T": lambda x, h: x.view(x.shape[b], x.shape[t], h, -1),
-        "not (batch, T, d_head, heads)": lambda x, h: x.view(x.shape[b], x.shape[t], x.shape[d] // h, h).permute(
-            0, 3, 1, 2),
-    }
-    for hint, fn in wrong.items():
-        assert_rejected_with(check.split_into_heads(fn), hint)
+    reshaped = lambda x, h: x.reshape(x.shape[b], h, x.shape[t], -1)  # noqa: E731
+    not_moved = lambda x, h: x.view(x.shape[b], x.shape[t], h, -1)  # noqa: E731
+    interleaved = lambda x, h: x.view(x.shape[b], x.shape[t], x.shape[d] // h, h).permute(0, 3, 1, 2)  # noqa: E731
+    assert_rejected_with(check.split_into_heads(reshaped), "mixes tokens into heads")
+    assert_diagnosed(check.split_into_heads(reshaped), "reshape-without-transpose")
+    assert_rejected_with(check.split_into_heads(not_moved), "transpose(1, 2) to put the heads before T")
+    assert_diagnosed(check.split_into_heads(not_moved), "heads-axis-not-moved")
+    assert_rejected_with(check.split_into_heads(interleaved), "not (batch, T, d_head, heads)")
+    assert_diagnosed(check.split_into_heads(interleaved), "heads-interleaved")
     assert_rejected_with(check.split_into_heads(lambda x, h: x.view(2, 5, h, -1).transpose(1, 2)), "raised")
 
 
-def test_merge_accepts_the_solution_and_names_the_wrong_order():
+def test_merge_accepts_the_solution_and_names_order_interleaving_flattening_and_averaging():
     assert check.merge_from_heads(merge).ok
-    assert_rejected_with(
-        check.merge_from_heads(lambda x: x.reshape(x.shape[0], x.shape[2], -1)), "merged the heads in the wrong order"
-    )
+    reshaped = lambda x: x.reshape(x.shape[0], x.shape[2], -1)  # noqa: E731
+    interleaved = lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1)  # noqa: E731
+    not_flattened = lambda x: x.transpose(1, 2)  # noqa: E731
+    averaged = lambda x: x.mean(dim=1)  # noqa: E731
+    assert_rejected_with(check.merge_from_heads(reshaped), "merged the heads in the wrong order")
+    assert_diagnosed(check.merge_from_heads(reshaped), "reshape-without-transpose")
+    assert_rejected_with(check.merge_from_heads(interleaved), "not (batch, T, d_head, heads)")
+    assert_diagnosed(check.merge_from_heads(interleaved), "heads-interleaved")
+    assert_rejected_with(check.merge_from_heads(not_flattened), "reshape the last two axes")
+    assert_diagnosed(check.merge_from_heads(not_flattened), "heads-not-flattened")
+    assert_rejected_with(check.merge_from_heads(averaged), "concatenated, not averaged")
+    assert_diagnosed(check.merge_from_heads(averaged), "heads-averaged")
 
 
 def test_forward_accepts_the_solution_and_names_one_head_missing_mask_scale_and_output_projection():
     assert check.multi_head_forward(forward).ok
-    wrong = {
-        "with one head": lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, num_heads=1),
-        "mask was ignored": lambda qf, kvf, mha, mask: forward(qf, kvf, mha, torch.ones_like(mask)),
-        "not sqrt(d_model)": lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, scale_by=mha.d_model),
-        "finish with mha.out_proj": lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, project_out=False),
-    }
-    for hint, fn in wrong.items():
-        assert_rejected_with(check.multi_head_forward(fn), hint)
+    one_head = lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, num_heads=1)  # noqa: E731
+    no_mask = lambda qf, kvf, mha, mask: forward(qf, kvf, mha, torch.ones_like(mask))  # noqa: E731
+    d_model_scale = lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, scale_by=mha.d_model)  # noqa: E731
+    unscaled = lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, scale_by=1)  # noqa: E731
+    no_out_proj = lambda qf, kvf, mha, mask: forward(qf, kvf, mha, mask, project_out=False)  # noqa: E731
+    assert_rejected_with(check.multi_head_forward(one_head), "with one head")
+    assert_diagnosed(check.multi_head_forward(one_head), "single-head")
+    assert_rejected_with(check.multi_head_forward(no_mask), "mask was ignored")
+    assert_diagnosed(check.multi_head_forward(no_mask), "mask-ignored")
+    assert_rejected_with(check.multi_head_forward(d_model_scale), "not sqrt(d_model)")
+    assert_diagnosed(check.multi_head_forward(d_model_scale), "scaled-by-sqrt-d-model")
+    assert_rejected_with(check.multi_head_forward(unscaled), "divide the scores by sqrt(d_head)")
+    assert_diagnosed(check.multi_head_forward(unscaled), "missing-sqrt-dk")
+    assert_rejected_with(check.multi_head_forward(no_out_proj), "finish with mha.out_proj")
+    assert_diagnosed(check.multi_head_forward(no_out_proj), "output-projection-missing")
     keys_from_the_decoder = check.multi_head_forward(lambda qf, kvf, mha, mask: forward(qf, qf, mha, mask))
     assert keys_from_the_decoder.passed == 1  # right for self-attention, where both inputs are the same
     assert_rejected_with(keys_from_the_decoder, "raised RuntimeError")  # the source mask cannot fit (T_q, T_q)
@@ -87,22 +105,34 @@ def test_forward_accepts_the_solution_and_names_one_head_missing_mask_scale_and_
 def test_head_offsets_accepts_the_solution_and_names_sign_mean_and_first_row():
     assert check.head_offsets(offsets).ok
     per_query = lambda w: w.argmax(dim=-1) - torch.arange(w.shape[-1])  # noqa: E731
-    wrong = {
-        "wrong sign": lambda w: [-o for o in offsets(w)],
-        "you averaged the offsets": lambda w: per_query(w).double().mean(-1),
-        "the first query only": lambda w: per_query(w)[:, 0],
-    }
-    for hint, fn in wrong.items():
-        assert_rejected_with(check.head_offsets(fn), hint)
+    query_minus_key = lambda w: torch.mode(torch.arange(w.shape[-1]) - w.argmax(dim=-1), dim=-1).values  # noqa: E731
+    over_queries = lambda w: torch.mode(w.argmax(dim=-2) - torch.arange(w.shape[-1]), dim=-1).values  # noqa: E731
+    averaged = lambda w: per_query(w).double().mean(-1)  # noqa: E731
+    first_row = lambda w: per_query(w)[:, 0]  # noqa: E731
+    assert_rejected_with(check.head_offsets(query_minus_key), "wrong sign")
+    assert_diagnosed(check.head_offsets(query_minus_key), "offset-sign-flipped")
+    assert_diagnosed(check.head_offsets(over_queries), "offset-sign-flipped")  # argmax along the queries
+    assert_rejected_with(check.head_offsets(averaged), "you averaged the offsets")
+    assert_diagnosed(check.head_offsets(averaged), "offsets-averaged")
+    assert_rejected_with(check.head_offsets(first_row), "the first query only")
+    assert_diagnosed(check.head_offsets(first_row), "first-query-only")
 
 
 def test_parameter_count_accepts_the_prediction_and_names_each_wrong_count():
     assert check.parameter_count(parameters).ok
-    wrong = {
-        "does not depend on the number of heads": lambda d, h, bias: h * parameters(d, h, bias),
-        "also has a bias vector": lambda d, h, bias: 4 * d * d,
-        "have no bias vectors": lambda d, h, bias: 4 * d * d + 4 * d,
-        "four projections, not three": lambda d, h, bias: 3 * d * d + (3 * d if bias else 0),
-    }
-    for hint, fn in wrong.items():
-        assert_rejected_with(check.parameter_count(fn), hint)
+    per_head = lambda d, h, bias: h * parameters(d, h, bias)  # noqa: E731
+    no_biases = lambda d, h, bias: 4 * d * d  # noqa: E731
+    always_biases = lambda d, h, bias: 4 * d * d + 4 * d  # noqa: E731
+    three = lambda d, h, bias: 3 * d * d + (3 * d if bias else 0)  # noqa: E731
+    assert_rejected_with(check.parameter_count(per_head), "does not depend on the number of heads")
+    assert_diagnosed(check.parameter_count(per_head), "multiplied-by-heads")
+    assert_rejected_with(check.parameter_count(no_biases), "also has a bias vector")
+    assert_diagnosed(check.parameter_count(no_biases), "biases-forgotten")
+    assert_rejected_with(check.parameter_count(always_biases), "have no bias vectors")
+    assert_diagnosed(check.parameter_count(always_biases), "biases-counted-without-bias")
+    assert_rejected_with(check.parameter_count(three), "four projections, not three")
+    assert_diagnosed(check.parameter_count(three), "output-projection-missing")
+    gpt3_without_biases = lambda d, h, bias: 4 * d * d if d == 12288 else parameters(d, h, bias)  # noqa: E731
+    result = check.parameter_count(gpt3_without_biases)  # 49152 short of 604 million: counts are compared exactly
+    assert result.passed == 3
+    assert_diagnosed(check.parameter_count(gpt3_without_biases), "biases-forgotten")

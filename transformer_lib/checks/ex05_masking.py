@@ -9,11 +9,15 @@ import torch
 
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 _TOKENS = torch.tensor([[7, 3, 9, 4], [5, 8, 0, 0], [6, 0, 0, 0]])  # (batch, T), pad id 0
 # (batch, T), pad id 0: lengths 5 and 2 padded on the right, 3 padded on the left
 _DECODER_TOKENS = torch.tensor([[7, 3, 9, 4, 2], [5, 8, 0, 0, 0], [0, 0, 6, 1, 4]])
+
+INVERTED = Hint("your polarity is inverted: True means attention is allowed", id="inverted-polarity")
+NOT_BOOLEAN = Hint("return a bool mask (True = allowed), not 0/1 numbers: masked_fill and ~ need bools",
+                   id="mask-not-boolean")
 
 
 def look_ahead_mask(student_fn: Callable) -> CheckResult:
@@ -28,11 +32,14 @@ def look_ahead_mask(student_fn: Callable) -> CheckResult:
             expected,
             hint="query i (row) may see keys j <= i (columns): the lower triangle including the diagonal",
             mistakes={
-                "your polarity is inverted (True = blocked, as nn.MultiheadAttention wants): "
-                "the course's masks are True where attention is allowed": ~expected,
-                "you allowed the future and blocked the past: queries are rows, so keep the lower triangle "
-                "(torch.tril), not the upper": expected.T,
-                "the diagonal must be allowed: a token may attend to itself": expected.tril(diagonal=-1),
+                Hint("your polarity is inverted (True = blocked, as nn.MultiheadAttention wants): "
+                     "the course's masks are True where attention is allowed", id="inverted-polarity"): ~expected,
+                Hint("you allowed the future and blocked the past: queries are rows, so keep the lower triangle "
+                     "(torch.tril), not the upper", id="upper-triangle"): expected.T,
+                Hint("the diagonal must be allowed: a token may attend to itself", id="diagonal-blocked"): (
+                    expected.tril(diagonal=-1)
+                ),
+                NOT_BOOLEAN: expected.float(),
             },
         )
         ex.compare("the causal mask for 1 token", ex.call(student_fn, 1), causal_mask(1))
@@ -51,8 +58,16 @@ def key_padding_mask(student_fn: Callable) -> CheckResult:
             expected,
             hint="compare the tokens with pad_id, then add two axes: mask[:, None, None, :]",
             mistakes={
-                "your polarity is inverted: mark real tokens True, padding False": ~expected,
-                "add the heads and queries axes so the mask broadcasts: shape (batch, 1, 1, T)": expected[:, 0, 0],
+                Hint("your polarity is inverted: mark real tokens True, padding False", id="inverted-polarity"): (
+                    ~expected
+                ),
+                Hint("add the heads and queries axes so the mask broadcasts: shape (batch, 1, 1, T)",
+                     id="broadcast-axes-missing"): expected[:, 0, 0],
+                Hint("the padding mask hides padding KEYS, the last axis: shape it (batch, 1, 1, T), not "
+                     "(batch, 1, T, 1), which would hide padding queries", id="padding-on-query-axis"): (
+                    expected.transpose(-2, -1)
+                ),
+                NOT_BOOLEAN: expected.float(),
             },
         )
     return ex.result
@@ -75,20 +90,20 @@ def decoder_mask(student_fn: Callable) -> CheckResult:
             hint="allowed = the causal mask (T, T) & the padding mask (batch, 1, 1, T); broadcasting gives "
             "(batch, 1, T, T)",
             mistakes={
-                "a key must be in the past AND a real token: combine the masks with &, not |": causal | real_keys,
-                "the padding mask hides padding KEYS (columns): shape it (batch, 1, 1, T), not (batch, 1, T, 1)": (
-                    causal & real_queries
-                ),
-                "mask only the keys: the task allows a padding query to look at real keys in its past (its "
-                "output is ignored later), and masking its row leaves it with no key at all": (
-                    causal & real_keys & real_queries
-                ),
-                "your polarity is inverted: True means attention is allowed": ~expected,
-                "add the heads axis so the mask broadcasts against (batch, heads, T, T): shape (batch, 1, T, T)": (
-                    expected[:, 0]
-                ),
-                "you returned only the causal mask: the padding keys must be blocked too": causal,
-                "you returned only the padding mask: the future must be blocked too": real_keys,
+                Hint("a key must be in the past AND a real token: combine the masks with &, not |",
+                     id="masks-combined-with-or"): causal | real_keys,
+                Hint("the padding mask hides padding KEYS (columns): shape it (batch, 1, 1, T), not (batch, 1, T, 1)",
+                     id="padding-on-query-axis"): causal & real_queries,
+                Hint("mask only the keys: the task allows a padding query to look at real keys in its past (its "
+                     "output is ignored later), and masking its row leaves it with no key at all",
+                     id="padding-queries-masked"): causal & real_keys & real_queries,
+                INVERTED: ~expected,
+                Hint("add the heads axis so the mask broadcasts against (batch, heads, T, T): shape (batch, 1, T, T)",
+                     id="heads-axis-missing"): expected[:, 0],
+                Hint("you returned only the causal mask: the padding keys must be blocked too",
+                     id="padding-mask-forgotten"): causal,
+                Hint("you returned only the padding mask: the future must be blocked too",
+                     id="causal-mask-forgotten"): real_keys,
             },
         )
         other_pad = torch.where(_DECODER_TOKENS == 0, 11, _DECODER_TOKENS)  # the same sentences, padded with 11
@@ -97,6 +112,11 @@ def decoder_mask(student_fn: Callable) -> CheckResult:
             ex.call(student_fn, other_pad, 11),
             causal & padding_mask(other_pad, 11),
             hint="compare the tokens with the pad_id argument, not with 0",
+            mistakes={
+                Hint("compare the tokens with the pad_id argument, not with 0", id="pad-id-hardcoded"): (
+                    causal & padding_mask(other_pad, 0)
+                ),
+            },
         )
     return ex.result
 
@@ -120,18 +140,18 @@ def sliding_window_mask(student_fn: Callable) -> CheckResult:
             expected,
             hint="query i (row) may see key j (column) when i - window < j <= i",
             mistakes={
-                "off by one: a window of w holds w keys, the query's own included: i - w < j <= i": _window(
-                    size, window + 1
+                Hint("off by one: a window of w holds w keys, the query's own included: i - w < j <= i",
+                     id="window-one-too-wide"): _window(size, window + 1),
+                Hint("off by one: a window of w holds w keys, the query's own included (not w - 1)",
+                     id="window-one-too-narrow"): _window(size, window - 1),
+                Hint("a decoder's window looks back only: the keys after the query (the future) must stay blocked",
+                     id="window-looks-both-ways"): (rows - cols).abs() < window,
+                Hint("you blocked the old keys but opened the future: keep the causal mask too",
+                     id="causal-mask-forgotten"): cols > rows - window,
+                Hint("queries are rows and keys are columns: your mask is transposed", id="mask-transposed"): (
+                    expected.T
                 ),
-                "off by one: a window of w holds w keys, the query's own included (not w - 1)": _window(
-                    size, window - 1
-                ),
-                "a decoder's window looks back only: the keys after the query (the future) must stay blocked": (
-                    (rows - cols).abs() < window
-                ),
-                "you blocked the old keys but opened the future: keep the causal mask too": cols > rows - window,
-                "queries are rows and keys are columns: your mask is transposed": expected.T,
-                "your polarity is inverted: True means attention is allowed": ~expected,
+                INVERTED: ~expected,
             },
         )
         ex.compare("a window of 1 over 4 tokens (each token sees only itself)", ex.call(student_fn, 4, 1),
@@ -164,15 +184,17 @@ def surviving_weights(student_fn: Callable) -> CheckResult:
                 expected,
                 hint="count, for each query row, the keys that are both in its past and real",
                 mistakes={
-                    "the padding rows count too: a padding query still attends to the real keys in its past "
-                    "(only the keys are masked)": [n * (n + 1) // 2 for n in lengths],
-                    "the padding keys get weight 0 as well: the causal mask is not the only one": [
-                        size * (size + 1) // 2 for _ in lengths
+                    Hint("the padding rows count too: a padding query still attends to the real keys in its past "
+                         "(only the keys are masked)", id="padding-rows-not-counted"): [
+                        n * (n + 1) // 2 for n in lengths
                     ],
-                    "the causal mask also zeroes every key after the query": [n * size for n in lengths],
-                    "you counted the zero weights: count the weights that are NOT zero": [
-                        size * size - e for e in expected
+                    Hint("the padding keys get weight 0 as well: the causal mask is not the only one",
+                         id="padding-keys-counted"): [size * (size + 1) // 2 for _ in lengths],
+                    Hint("the causal mask also zeroes every key after the query", id="future-keys-counted"): [
+                        n * size for n in lengths
                     ],
+                    Hint("you counted the zero weights: count the weights that are NOT zero",
+                         id="counted-zero-weights"): [size * size - e for e in expected],
                 },
             )
     return ex.result
@@ -200,15 +222,17 @@ def masked_softmax(student_fn: Callable) -> CheckResult:
             expected,
             hint="fill blocked scores with -inf, take the softmax, then set rows with no allowed key to 0",
             mistakes={
-                "this is the buggy function's result: the allowed weights no longer sum to 1. Mask the scores "
-                "with -inf before the softmax (or divide by what is left)": zeroed,
-                "a row with no allowed key divides 0 by 0: give such rows all-zero weights": zeroed / zeroed.sum(
-                    -1, keepdim=True
+                Hint("this is the buggy function's result: the allowed weights no longer sum to 1. Mask the scores "
+                     "with -inf before the softmax (or divide by what is left)", id="masked-after-softmax"): zeroed,
+                Hint("a row with no allowed key divides 0 by 0: give such rows all-zero weights",
+                     id="nan-in-fully-blocked-row"): zeroed / zeroed.sum(-1, keepdim=True),
+                Hint("a row with no allowed key must get weight 0 everywhere: a large negative fill such as -1e9 "
+                     "spreads it evenly over its blocked keys instead", id="fully-blocked-row-uniform"): (
+                    torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
                 ),
-                "blocked keys still get weight: fill them with -inf before the softmax, not 0": torch.softmax(
-                    scores.masked_fill(~mask, 0.0), dim=-1
-                ),
-                "the mask polarity is inverted: True means the key is allowed": inverted,
+                Hint("blocked keys still get weight: fill them with -inf before the softmax, not 0",
+                     id="masked-with-zero"): torch.softmax(scores.masked_fill(~mask, 0.0), dim=-1),
+                Hint("the mask polarity is inverted: True means the key is allowed", id="inverted-polarity"): inverted,
             },
         )
         batch_scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)

@@ -11,7 +11,7 @@ import torch
 from ..attention import scaled_dot_product_attention
 from ..masks import causal_mask, padding_mask
 from ..multi_head import MultiHeadAttention, merge_heads, split_heads
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 
 def _input(batch: int, length: int, d_model: int, seed: int = 0) -> torch.Tensor:
@@ -29,12 +29,15 @@ def split_into_heads(student_fn: Callable) -> CheckResult:
             split_heads(x, 3),
             hint="view as (batch, T, heads, d_head), then swap the T and heads axes with .transpose(1, 2)",
             mistakes={
-                "you reshaped straight to (batch, heads, T, d_head), as the buggy function does: that mixes tokens "
-                "into heads. View as (batch, T, heads, d_head) first, then transpose(1, 2)": x.reshape(2, 3, 5, 4),
-                "you cut the features into heads but kept (batch, T, heads, d_head): transpose(1, 2) to put the "
-                "heads before T": x.view(2, 5, 3, 4),
-                "head i holds the contiguous features i*d_head … (i+1)*d_head - 1: view as (batch, T, heads, "
-                "d_head), not (batch, T, d_head, heads)": x.view(2, 5, 4, 3).permute(0, 3, 1, 2),
+                Hint("you reshaped straight to (batch, heads, T, d_head), as the buggy function does: that mixes "
+                     "tokens into heads. View as (batch, T, heads, d_head) first, then transpose(1, 2)",
+                     id="reshape-without-transpose"): x.reshape(2, 3, 5, 4),
+                Hint("you cut the features into heads but kept (batch, T, heads, d_head): transpose(1, 2) to put the "
+                     "heads before T", id="heads-axis-not-moved"): x.view(2, 5, 3, 4),
+                Hint("head i holds the contiguous features i*d_head … (i+1)*d_head - 1: view as (batch, T, heads, "
+                     "d_head), not (batch, T, d_head, heads)", id="heads-interleaved"): (
+                    x.view(2, 5, 4, 3).permute(0, 3, 1, 2)
+                ),
             },
         )
         y = _input(3, 2, 8, seed=4)
@@ -55,9 +58,15 @@ def merge_from_heads(student_fn: Callable) -> CheckResult:
             merge_heads(heads),
             hint="transpose(1, 2) to (batch, T, heads, d_head) first, then reshape to (batch, T, heads * d_head)",
             mistakes={
-                "you merged the heads in the wrong order (reshaped without transposing): transpose(1, 2) first": (
-                    heads.reshape(2, 5, 12)
-                ),
+                Hint("you merged the heads in the wrong order (reshaped without transposing): transpose(1, 2) first",
+                     id="reshape-without-transpose"): heads.reshape(2, 5, 12),
+                Hint("head i's features must stay side by side (features i*d_head … (i+1)*d_head - 1): bring the "
+                     "axes to (batch, T, heads, d_head), not (batch, T, d_head, heads), before reshaping",
+                     id="heads-interleaved"): heads.permute(0, 2, 3, 1).reshape(2, 5, 12),
+                Hint("you moved the heads axis but stopped at (batch, T, heads, d_head): reshape the last two axes "
+                     "into one of heads * d_head features", id="heads-not-flattened"): heads.transpose(1, 2),
+                Hint("the heads' outputs are concatenated, not averaged: each head keeps its own d_head features, "
+                     "so the result has heads * d_head of them", id="heads-averaged"): heads.mean(dim=1),
             },
         )
         x = _input(1, 3, 8, seed=2)
@@ -103,15 +112,21 @@ def multi_head_forward(student_fn: Callable) -> CheckResult:
                     hint="queries from queries_from, keys and values from keys_values_from; split into heads, "
                     "scale by sqrt(d_head), mask, softmax, weight the values, merge, then mha.out_proj",
                     mistakes={
-                        "you attended with one head of width d_model: split the projections into mha.num_heads "
-                        "heads, and scale by sqrt(d_head)": one_head(queries_from, keys_values_from,
-                                                                    keys_values_from, mask=mask)[0],
-                        "the mask was ignored: block the scores where the mask is False": mha(
+                        Hint("you attended with one head of width d_model: split the projections into "
+                             "mha.num_heads heads, and scale by sqrt(d_head)", id="single-head"): one_head(
+                            queries_from, keys_values_from, keys_values_from, mask=mask)[0],
+                        Hint("the mask was ignored: block the scores where the mask is False", id="mask-ignored"): mha(
                             queries_from, keys_values_from, keys_values_from)[0],
-                        "scale by sqrt(d_head), the width of one head (here 4), not sqrt(d_model)": _variant(
+                        Hint("scale by sqrt(d_head), the width of one head (here 4), not sqrt(d_model)",
+                             id="scaled-by-sqrt-d-model"): _variant(
                             mha, queries_from, keys_values_from, mask, scale=1 / math.sqrt(8)),
-                        "finish with mha.out_proj (W^O), which mixes the heads": _variant(
-                            mha, queries_from, keys_values_from, mask, scale=1 / math.sqrt(4), project_out=False),
+                        Hint("divide the scores by sqrt(d_head) before the softmax: unscaled scores make the "
+                             "weights too peaked", id="missing-sqrt-dk"): _variant(
+                            mha, queries_from, keys_values_from, mask, scale=1.0),
+                        Hint("finish with mha.out_proj (W^O), which mixes the heads", id="output-projection-missing"): (
+                            _variant(mha, queries_from, keys_values_from, mask, scale=1 / math.sqrt(4),
+                                     project_out=False)
+                        ),
                     },
                 )
     return ex.result
@@ -152,13 +167,15 @@ def head_offsets(student_fn: Callable) -> CheckResult:
                 hint="for each query (row) take the key with the largest weight, compute key - query, and keep "
                 "the offset most rows agree on",
                 mistakes={
-                    "your offsets have the wrong sign: the offset is key position - query position, with the "
-                    "argmax taken along the keys (the last axis)": [-o for o in offsets],
-                    "you averaged the offsets: rows with nothing to find (the first query of a 'previous token' "
-                    "head) pull the mean away; keep the offset most rows agree on": per_query.double().mean(-1),
-                    "you looked at the first query only: it may have nothing to find; use every row": (
-                        per_query[:, 0]
-                    ),
+                    Hint("your offsets have the wrong sign: the offset is key position - query position, with the "
+                         "argmax taken along the keys (the last axis)", id="offset-sign-flipped"): [
+                        -o for o in offsets
+                    ],
+                    Hint("you averaged the offsets: rows with nothing to find (the first query of a 'previous "
+                         "token' head) pull the mean away; keep the offset most rows agree on",
+                         id="offsets-averaged"): per_query.double().mean(-1),
+                    Hint("you looked at the first query only: it may have nothing to find; use every row",
+                         id="first-query-only"): per_query[:, 0],
                 },
             )
     return ex.result
@@ -173,18 +190,28 @@ def parameter_count(student_fn: Callable) -> CheckResult:
                 layer = MultiHeadAttention(d_model, heads, bias=bias)
             expected = sum(p.numel() for p in layer.parameters())
             weights, biases = 4 * d_model * d_model, 4 * d_model
+            mistakes = {
+                Hint("the heads share the projections: each head's W^Q is d_model x d_head, so all heads "
+                     "together are d_model x d_model; the count does not depend on the number of heads",
+                     id="multiplied-by-heads"): heads * expected,
+                Hint("with bias=True each of the four projections also has a bias vector of d_model numbers",
+                     id="biases-forgotten"): weights,
+                Hint("bias=False: the projections have no bias vectors", id="biases-counted-without-bias"): (
+                    weights + biases
+                ),
+                Hint("do not forget the output projection W^O: four projections, not three",
+                     id="output-projection-missing"): expected * 3 // 4,
+            }
             ex.compare(
                 f"d_model = {d_model}, {heads} head{'s' if heads > 1 else ''}, bias={bias}",
                 ex.call(student_fn, d_model, heads, bias),
                 expected,
                 hint="four d_model x d_model projections (W^Q, W^K, W^V, W^O), plus a bias vector of d_model for "
                 "each when bias=True",
-                mistakes={
-                    "the heads share the projections: each head's W^Q is d_model x d_head, so all heads together "
-                    "are d_model x d_model; the count does not depend on the number of heads": heads * expected,
-                    "with bias=True each of the four projections also has a bias vector of d_model numbers": weights,
-                    "bias=False: the projections have no bias vectors": weights + biases,
-                    "do not forget the output projection W^O: four projections, not three": expected * 3 // 4,
-                },
+                # a mistake that gives the right count for this layer (one head, or the bias it does have) is no
+                # mistake here
+                mistakes={hint: wrong for hint, wrong in mistakes.items() if wrong != expected},
+                atol=0,
+                rtol=0,  # a count is exact: GPT-3's 49152 biases are 8e-5 of its count, inside the default rtol
             )
     return ex.result
