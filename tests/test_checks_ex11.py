@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import torch
 
 from check_helpers import assert_rejected_with, stub
@@ -28,7 +29,7 @@ def mask(tokens, pad_id, causal=True, padding=True):
 
 def test_stubs_are_not_attempted(capsys):
     checks = (check.online_softmax_step, check.decoder_only_mask, check.baseline_predictions,
-              check.cached_next_logits, check.stopping_step)
+              check.cached_next_logits, check.stopping_step, check.scaling_fit)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
@@ -113,3 +114,28 @@ def test_stopping_step_accepts_the_solution():
 def test_stopping_step_names_the_training_loss_and_the_index():
     assert_rejected_with(check.stopping_step(lambda s, t, v: best(s, v, t)), "read the held-out loss")
     assert_rejected_with(check.stopping_step(lambda s, t, v: v.index(min(v))), "not the index i")
+
+
+def fit(params, losses):
+    slope, intercept = np.polyfit(np.log(params), np.log(losses), 1)
+    return -slope, np.exp(intercept)
+
+
+def test_scaling_fit_accepts_the_solution():
+    assert check.scaling_fit(fit).ok
+
+
+def test_scaling_fit_names_the_sign_the_axes_and_the_intercept():
+    assert_rejected_with(check.scaling_fit(lambda n, l: (-fit(n, l)[0], fit(n, l)[1])), "alpha is minus the slope")
+    linear = lambda n, l: (-np.polyfit(n, l, 1)[0], fit(n, l)[1])  # noqa: E731
+    assert_rejected_with(check.scaling_fit(linear), "through the logarithms of both")
+    swapped = lambda n, l: (-np.polyfit(np.log(l), np.log(n), 1)[0], fit(n, l)[1])  # noqa: E731
+    assert_rejected_with(check.scaling_fit(swapped), "log N goes first")
+    log_a = lambda n, l: (fit(n, l)[0], np.polyfit(np.log(n), np.log(l), 1)[1])  # noqa: E731
+    assert_rejected_with(check.scaling_fit(log_a), "the intercept is log a")
+    mixed = lambda n, l: (fit(n, l)[0], np.exp(np.polyfit(np.log10(n), np.log10(l), 1)[1]))  # noqa: E731
+    assert_rejected_with(check.scaling_fit(mixed), "10**intercept after np.log10")
+
+
+def test_scaling_fit_wants_two_numbers():
+    assert_rejected_with(check.scaling_fit(lambda n, l: fit(n, l)[0]), "returns two numbers")

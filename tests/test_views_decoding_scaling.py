@@ -27,10 +27,42 @@ def test_sampling_widget_follows_its_sliders():
     torch.testing.assert_close(box.state["probabilities"], sampling_distribution(logits.double(), 5.0, 5, 0.05))
 
 
-def test_attention_memory_widget_reads_out_the_score_memory():
+def test_sampling_widget_reads_out_the_mass_it_renormalises_over():
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+    box = sampling_widget(logits, ["a", " ", "\n", "d", "e"])
+    assert box.state["kept_mass"] == pytest.approx(1.0)
+    box.controls["top_k"].value = 2
+    before = logits.double().softmax(-1)
+    assert box.state["kept_mass"] == pytest.approx(float(before[:2].sum()))  # the two likeliest, before renormalising
+    assert box.state["largest"] == pytest.approx(float(before[0] / before[:2].sum()))
+    assert "kept <b>2</b> of 5 tokens" in box.readout.value
+    assert "renormalises over those 2" in box.readout.value
+    box.controls["temperature"].value = 0.5
+    sharper = (logits.double() / 0.5).softmax(-1)
+    assert box.state["kept_mass"] == pytest.approx(float(sharper[:2].sum()))
+
+
+def test_sampling_widget_starts_from_the_given_filters():
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+    box = sampling_widget(logits, list("abcde"), top_p=0.75)
+    assert box.controls["top_p"].value == 0.75 and box.controls["top_k"].value == 5
+    assert box.state["kept"] == 2  # the first token holds 0.56 < 0.75, so the second one is kept too
+
+
+def test_attention_memory_widget_counts_scores_and_weights_and_plots_them():
     box = attention_memory_widget(length=8192, chunk_size=256, heads=1)
-    assert box.state["naive_mib"] == pytest.approx(256.0)  # 8192² float32 numbers
-    assert box.state["chunked_mib"] == pytest.approx(8.0)
+    assert box.state["naive_mib"] == pytest.approx(512.0)  # scores + softmax weights: 2 · 8192² float32 numbers
+    assert box.state["chunked_mib"] == pytest.approx(16.0)  # 2 · 8192 · 256
+    assert box.plot is not None
+    picture = box.plot.value
     box.controls["log2_length"].value = 14
-    assert box.state["naive_mib"] == pytest.approx(1024.0)
+    assert box.state["naive_mib"] == pytest.approx(2048.0)
     assert box.state["ratio"] == pytest.approx(256 / 16384)
+    box.controls["heads"].value = 12
+    assert box.state["curves"]["naive"][0] == pytest.approx(12 * 2 * 128 * 128 * 4 / 2**20)
+    assert box.plot.value != picture
+
+
+def test_attention_memory_widget_draws_measured_points():
+    box = attention_memory_widget(measured=([1024, 2048], [9.0, 35.0], [3.7, 7.6]))
+    assert box.plot is not None and box.plot.value  # drew with the measured points

@@ -1,4 +1,5 @@
-"""How the cost of attention grows with the sequence length: power-law fits and the memory of the score matrices.
+"""Power laws in lesson 11: how the cost of attention grows with the sequence length (the memory of the score
+matrices), and how a language model's loss falls with its number of parameters (a fit of L(N) = a · N^(-α)).
 
 Shape legend: T = sequence length, chunk = keys per chunk in chunked attention.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from torch import nn
 
 MIB = 2**20  # bytes in one mebibyte
 
@@ -27,11 +29,28 @@ def fit_power_law(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]
     return float(slope), float(np.exp(intercept))
 
 
-def score_memory_mib(length: int, chunk_size: int | None, heads: int = 1, bytes_per_number: int = 4) -> float:
-    """MiB that one attention layer's scores need for one sequence: ``heads · T · T`` numbers at once, or
-    ``heads · T · chunk`` when the keys are processed ``chunk_size`` at a time (``chunked_attention``).
+def score_memory_mib(
+    length: int, chunk_size: int | None, heads: int = 1, bytes_per_number: int = 4, matrices: int = 1
+) -> float:
+    """MiB that one attention layer's score-sized matrices need for one sequence: ``matrices · heads · T · T``
+    numbers at once, or ``matrices · heads · T · chunk`` when the keys are processed ``chunk_size`` at a time
+    (``chunked_attention``).
 
-    ``bytes_per_number``: 4 for float32, 2 for float16 / bfloat16.
+    ``matrices``: how many such matrices are alive together, 1 for the scores alone, 2 for the scores and the
+    softmax weights that the readable path writes while the scores still exist. ``bytes_per_number``: 4 for
+    float32, 2 for float16 / bfloat16.
     """
     columns = length if chunk_size is None else min(chunk_size, length)
-    return heads * length * columns * bytes_per_number / MIB
+    return matrices * heads * length * columns * bytes_per_number / MIB
+
+
+def non_embedding_parameters(model: nn.Module) -> int:
+    """Parameters of a GPT without its vocabulary and position tables, the N of Kaplan et al.'s scaling laws.
+
+    Leaves out ``token_embedding``, ``position_embedding`` and an untied output ``head`` (a (V, d_model) table
+    like the token embedding); counts the blocks and the final LayerNorm, about 12 · layers · d_model² when
+    d_ff = 4 · d_model. A tensor shared by two modules counts once.
+    """
+    tables = {id(module.weight) for name in ("token_embedding", "position_embedding", "head")
+              if (module := getattr(model, name, None)) is not None}
+    return sum(p.numel() for p in model.parameters() if id(p) not in tables)

@@ -1,11 +1,13 @@
 """Checks for lesson 11's exercises: one online-softmax update step, the decoder-only (GPT) mask, baseline losses
-predicted by hand, one cached GPT decoding step, and the stopping step read from a loss curve."""
+predicted by hand, one cached GPT decoding step, the stopping step read from a loss curve, and a scaling law fitted
+to losses of several model sizes."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from ..attention import scaled_dot_product_attention
@@ -13,8 +15,9 @@ from ..chunked_attention import online_softmax_update
 from ..evaluation import baseline_losses, bigram_probabilities, unigram_probabilities
 from ..gpt import GPT, GPTConfig
 from ..masks import causal_mask, padding_mask
+from ..scaling import fit_power_law
 from ..training import LMHistory
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 
 def _chunks() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -223,4 +226,49 @@ def stopping_step(student_fn: Callable) -> CheckResult:
                     "return the step (eval_steps[i]), not the index i": best_index,
                 },
             )
+    return ex.result
+
+
+# Non-embedding parameters and held-out losses (nats per character) of five small GPTs trained alike.
+SCALING_PARAMS = [888, 3312, 12768, 25472, 100096]
+SCALING_LOSSES = [2.86, 2.50, 2.38, 2.34, 2.09]
+
+
+def scaling_fit(student_fn: Callable) -> CheckResult:
+    """Check a function (params, losses) -> (alpha, a) fitting losses ≈ a · params**(-alpha) on log-log axes."""
+    ex = Exercise("scaling_fit")
+    with ex.run():
+        got = ex.call(student_fn, list(SCALING_PARAMS), list(SCALING_LOSSES))
+        if not ex.require(
+            "returns two numbers (alpha, a)",
+            isinstance(got, tuple | list) and len(got) == 2,
+            problem=f"got {type(got).__name__}",
+            hint="return alpha, a",
+        ):
+            return ex.result
+        slope, scale = fit_power_law(SCALING_PARAMS, SCALING_LOSSES)
+        log_n, log_loss = np.log(SCALING_PARAMS), np.log(SCALING_LOSSES)
+        linear_slope = np.polyfit(SCALING_PARAMS, SCALING_LOSSES, 1)[0]
+        swapped_slope = np.polyfit(log_loss, log_n, 1)[0]
+        log10_intercept = np.polyfit(np.log10(SCALING_PARAMS), np.log10(SCALING_LOSSES), 1)[1]
+        ex.compare(
+            "the exponent alpha", torch.tensor(float(got[0])), torch.tensor(-slope),
+            hint=Hint(idea="alpha is minus the slope of the straight line through (log N, log L)",
+                      code="slope, intercept = np.polyfit(np.log(params), np.log(losses), 1); alpha = -slope"),
+            mistakes={
+                "the loss falls, so the slope is negative: alpha is minus the slope": slope,
+                "fit the line through the logarithms of both, not through N and L themselves": -linear_slope,
+                "the line predicts log L from log N: log N goes first in np.polyfit": -swapped_slope,
+            },
+        )
+        ex.compare(
+            "the factor a", torch.tensor(float(got[1])), torch.tensor(scale),
+            hint=Hint(idea="a is the loss the line gives at N = 1: undo the logarithm of the intercept",
+                      code="a = np.exp(intercept) (with natural logarithms)"),
+            mistakes={
+                "the intercept is log a, not a: undo the logarithm": math.log(scale),
+                "undo the logarithm you took: 10**intercept after np.log10, np.exp after np.log": math.exp(
+                    log10_intercept),
+            },
+        )
     return ex.result
