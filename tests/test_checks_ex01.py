@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib import cosine_similarity, most_similar_word
 from transformer_lib.checks import ex01_similarity as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
@@ -12,15 +12,18 @@ from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 def test_every_check_reports_a_stub_as_not_attempted(capsys):
     for check_fn in (check.dot_product, check.norm, check.cosine_matrix, check.top_pairs, check.most_similar,
-                     check.tablet_vector):
+                     check.tablet_vector, check.one_hot_lookup):
         result = check_fn(stub)
         assert not result.attempted and not result.ok
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 6
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 7
 
 
 def test_dot_product_accepts_the_solution_and_names_missing_sum():
     assert check.dot_product(lambda a, b: (a * b).sum()).ok
-    assert_rejected_with(check.dot_product(lambda a, b: a * b), "add them up with .sum()")
+    result = check.dot_product(lambda a, b: a * b)
+    assert_rejected_with(result, "you returned the element-wise products: a dot product also adds them up")
+    assert not any(".sum()" in line for line in result.lines[:2])  # the first failure names the idea, not the code
+    assert_rejected_with(check.dot_product(lambda a, b: a * b), "next step: return (a * b).sum()")  # the second
 
 
 def test_norm_accepts_the_solution_and_names_missing_square_root():
@@ -95,3 +98,71 @@ def test_a_crash_in_the_student_code_is_one_failed_line():
     result = check.dot_product(lambda a, b: torch.dot(a, b[:2]))
     assert not result.ok and result.attempted
     assert any("raised RuntimeError" in line for line in result.lines), result.lines
+
+
+def test_one_hot_lookup_accepts_the_solution_and_names_the_mistakes():
+    one_hot = torch.nn.functional.one_hot
+    assert check.one_hot_lookup(lambda ids, table: one_hot(ids, table.shape[0]).to(table.dtype) @ table).ok
+    assert_rejected_with(check.one_hot_lookup(lambda ids, table: one_hot(ids) @ table),
+                         "one_hot gives integers (int64) and the table holds floats")
+    result = check.one_hot_lookup(lambda ids, table: one_hot(ids).to(table.dtype) @ table)  # no num_classes
+    assert result.passed == 1  # right where the largest id occurs, wrong where it does not
+    assert_rejected_with(result, "the one-hot rows need vocab_size entries")
+    assert_rejected_with(check.one_hot_lookup(lambda ids, table: one_hot(ids, table.shape[0]).to(table.dtype)),
+                         "you returned the one-hot rows themselves")
+    assert_rejected_with(
+        check.one_hot_lookup(lambda ids, table: table.T @ one_hot(ids, table.shape[0]).to(table.dtype).T),
+        "your result has one column per token")
+    assert_rejected_with(
+        check.one_hot_lookup(lambda ids, table: one_hot(ids.unique(), table.shape[0]).to(table.dtype) @ table),
+        "each distinct id was looked up once")
+
+
+def test_each_named_mistake_is_diagnosed_as_itself():
+    one_hot = torch.nn.functional.one_hot
+    assert_diagnosed(check.dot_product(lambda a, b: a * b), "element-wise-not-summed")
+    assert_diagnosed(check.dot_product(lambda a, b: (a * b).mean()), "mean-not-sum")
+    assert_diagnosed(check.dot_product(lambda a, b: a.sum() * b.sum()), "sums-multiplied")
+    assert_diagnosed(check.dot_product(lambda a, b: a.norm() * b.norm()), "lengths-multiplied")
+    assert_diagnosed(check.norm(lambda v: (v**2).sum()), "norm-no-square-root")
+    assert_diagnosed(check.norm(lambda v: v.abs().sum()), "l1-norm")
+    assert_diagnosed(check.norm(lambda v: v.sum()), "norm-no-squares")
+    assert_diagnosed(check.cosine_matrix(lambda a, b: (a / a.norm(dim=0, keepdim=True))
+                                         @ (b / b.norm(dim=0, keepdim=True)).T), "cosine-wrong-axis")
+    assert_diagnosed(check.cosine_matrix(lambda a, b: a @ b.T), "cosine-not-normalised")
+    assert_diagnosed(check.cosine_matrix(lambda a, b: cosine_similarity(a, b).T), "transposed-matrix")
+    assert_diagnosed(check.cosine_matrix(lambda a, b: (a / a.norm(dim=-1, keepdim=True)) @ b.T),
+                     "one-side-normalised")
+    assert_diagnosed(check.most_similar(lambda word, words, features: word), "returned-itself")
+    assert_diagnosed(check.most_similar(lambda word, words, features: words.index(most_similar_word(
+        word, words, features))), "returned-index")
+
+    def by_dot_product(word, words, features):
+        scores = features @ features[words.index(word)]
+        scores[words.index(word)] = float("-inf")
+        return words[int(scores.argmax())]
+
+    assert_diagnosed(check.most_similar(by_dot_product), "dot-product-not-cosine")
+    assert_diagnosed(check.top_pairs(lambda: {"dot": ("An", "An"), "cosine": ("And", "An")}), "word-with-itself")
+    assert_diagnosed(check.top_pairs(lambda: {"dot": ("And", "An"), "cosine": ("And", "An")}),
+                     "largest-cosine-not-dot")
+    assert_diagnosed(check.top_pairs(lambda: {"dot": ("Orange", "Apple"), "cosine": ("And", "An")}), "ignored-length")
+    assert_diagnosed(check.top_pairs(lambda: {"dot": ("Phone", "Apple"), "cosine": ("Phone", "Apple")}),
+                     "largest-dot-not-cosine")
+    assert_diagnosed(check.tablet_vector(lambda: torch.tensor([math.cos(60), 0.0, math.cos(30)])),
+                     "degrees-not-radians")
+    assert_diagnosed(check.tablet_vector(lambda: torch.tensor([0.5 / 4, 0.0, math.cos(math.radians(30)) / 2])),
+                     "dot-products-not-cosines")
+    assert_diagnosed(check.tablet_vector(lambda: torch.tensor([math.sqrt(0.75), 0.0, 0.5])), "angles-swapped")
+    assert_diagnosed(check.tablet_vector(lambda: torch.tensor([0.5, math.sqrt(0.75), 0.0])), "wrong-feature-axis")
+    assert_diagnosed(check.one_hot_lookup(lambda ids, table: one_hot(ids) @ table), "integer-one-hot")
+    returns_none = check.one_hot_lookup(lambda ids, table: None)
+    assert not returns_none.ok and returns_none.lines[0].startswith("✘")
+    assert_diagnosed(check.one_hot_lookup(lambda ids, table: one_hot(ids).to(table.dtype) @ table),
+                     "missing-num-classes")
+    assert_diagnosed(check.one_hot_lookup(lambda ids, table: one_hot(ids, table.shape[0]).to(table.dtype)),
+                     "one-hot-not-multiplied")
+    assert_diagnosed(check.one_hot_lookup(lambda ids, table: table.T @ one_hot(ids, table.shape[0]).to(table.dtype).T),
+                     "transposed-result")
+    assert_diagnosed(check.one_hot_lookup(lambda ids, table: one_hot(ids.unique(), table.shape[0]).to(table.dtype)
+                                          @ table), "unique-ids")

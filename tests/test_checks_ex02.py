@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib import softmax
 from transformer_lib.checks import ex02_attention_scores as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
@@ -12,10 +12,10 @@ from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 def test_every_check_reports_a_stub_as_not_attempted(capsys):
     for check_fn in (check.stable_softmax, check.attention_weights, check.predict_weights, check.fixed_softmax,
-                     check.temperature):
+                     check.temperature, check.additive_scores):
         result = check_fn(stub)
         assert not result.attempted and not result.ok
-    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 5
+    assert capsys.readouterr().out.count(NOT_ATTEMPTED) == 6
 
 
 def test_stable_softmax_accepts_the_solution_and_names_the_mistakes(capsys):
@@ -104,3 +104,62 @@ def test_temperature_accepts_the_solution_and_names_the_mistakes():
     assert_rejected_with(closed_form, "the closed form for two scores ignores the other scores")
     assert_rejected_with(check.temperature(lambda s, p: _two_largest(s, p, math.log10)), "not log10")
     assert not check.temperature(lambda s, p: p).ok
+
+
+def test_additive_scores_accepts_the_solution_and_names_the_mistakes():
+    assert check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh(s @ W_a + h @ U_a) @ v_a).ok
+    assert_rejected_with(check.additive_scores(lambda s, h, W_a, U_a, v_a: (s @ W_a + h @ U_a) @ v_a),
+                         "you left out the tanh")
+    assert_rejected_with(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh((s @ W_a + h @ U_a) @ v_a)),
+                         "the tanh goes inside")
+    assert_rejected_with(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh((s @ W_a) * (h @ U_a)) @ v_a),
+                         "query and key are added inside the tanh")
+    assert_rejected_with(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh(s @ U_a + h @ W_a) @ v_a),
+                         "W_a belongs to the decoder's state s")
+    dot = check.additive_scores(lambda s, h, W_a, U_a, v_a: h @ s)
+    assert_rejected_with(dot, "that is the dot-product score")
+    assert dot.passed == 0 and any("raised RuntimeError" in line for line in dot.lines)  # widths 2, 3: no s · h_j
+
+
+def test_each_named_mistake_is_diagnosed_as_itself():
+    def normalised(exps, dim=-1, keepdim=True):
+        return exps / (exps.sum() if dim is None else exps.sum(dim=dim, keepdim=keepdim))
+
+    def stable_over(dim=-1, keepdim=True):
+        return lambda x: normalised((x - x.amax(dim=-1, keepdim=True)).exp(), dim, keepdim)
+
+    def global_max(x):
+        return normalised((x - x.max()).exp())
+
+    def square(w):
+        return w**2 / (w**2).sum(dim=-1, keepdim=True)
+
+    assert_diagnosed(check.stable_softmax(lambda x: torch.softmax(x, dim=0)), "softmax-over-columns")
+    assert_diagnosed(check.stable_softmax(lambda x: normalised(x.exp())), "no-max-subtracted")
+    assert_diagnosed(check.stable_softmax(global_max), "global-max")
+    assert_diagnosed(check.attention_weights(lambda q, k: normalised(q @ k.T)), "row-sum-normalised")
+    assert_diagnosed(check.attention_weights(lambda q, k: q @ k.T), "returned-scores")
+    assert_diagnosed(check.attention_weights(lambda q, k: torch.softmax(q @ k.T, dim=0)), "softmax-over-queries")
+    assert_diagnosed(check.predict_weights(lambda w: (w + 5, square(w))), "added-five-to-weights")
+    assert_diagnosed(check.predict_weights(lambda w: (normalised(w + 5), square(w))), "renormalised-shifted-weights")
+    assert_diagnosed(check.predict_weights(lambda w: (w, 2 * w)), "doubled-weights")
+    assert_diagnosed(check.predict_weights(lambda w: (w, w)), "assumed-scale-invariance")
+    assert_diagnosed(check.predict_weights(lambda w: (w, w**2)), "square-not-normalised")
+    assert_diagnosed(check.predict_weights(lambda w: (w, normalised(w**2, dim=0))), "square-normalised-over-columns")
+    assert_diagnosed(check.predict_weights(lambda w: (w, normalised(w.sqrt()))), "square-root-not-square")
+    assert_diagnosed(check.fixed_softmax(stable_over(1)), "sum-over-queries")
+    assert_diagnosed(check.fixed_softmax(stable_over(0)), "sum-over-batch")
+    assert_diagnosed(check.fixed_softmax(stable_over(-1, keepdim=False)), "missing-keepdim")
+    assert_diagnosed(check.fixed_softmax(stable_over(None)), "whole-tensor-sum")
+    assert_diagnosed(check.fixed_softmax(global_max), "global-max")
+    assert_diagnosed(check.temperature(lambda s, p: 1 / _bisect(s, p)), "multiplied-by-temperature")
+    assert_diagnosed(check.temperature(lambda s, p: _two_largest(s, p, math.log10)), "log10")
+    assert_diagnosed(check.temperature(_two_largest), "closed-form-two-scores")
+    assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: (s @ W_a + h @ U_a) @ v_a), "missing-tanh")
+    assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh((s @ W_a + h @ U_a) @ v_a)),
+                     "tanh-outside")
+    assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh((s @ W_a) * (h @ U_a)) @ v_a),
+                     "product-not-sum")
+    assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh(s @ U_a + h @ W_a) @ v_a),
+                     "swapped-matrices")
+    assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: h @ s), "dot-product-score")

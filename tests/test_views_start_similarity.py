@@ -3,25 +3,51 @@
 import math
 
 import pytest
+import torch
 
+from transformer_lib import sinusoidal_encoding
 from transformer_lib.views.similarity import vector_angle_widget
-from transformer_lib.views.start_here import softmax_temperature_widget
+from transformer_lib.views.start_here import (
+    PIPELINE_SENTENCE,
+    PIPELINE_STEPS,
+    PIPELINE_VOCABULARY,
+    pipeline_widget,
+)
 
 
-def test_softmax_widget_starts_at_the_seed_weights():
-    w = softmax_temperature_widget()
-    assert [round(x, 2) for x in w.state["weights"]] == [0.40, 0.30, 0.15, 0.15]
-    assert w.state["top_word"] == "Orange"
+def test_pipeline_widget_walks_the_sentence_through_each_step():
+    w = pipeline_widget()
+    assert w.state["step"] == 0 and w.state["tokens"] == PIPELINE_SENTENCE.split()
+    T, vocab_size = len(w.state["tokens"]), len(PIPELINE_VOCABULARY)
+    shapes = []
+    for step in range(len(PIPELINE_STEPS)):
+        w.controls["step"].value = step
+        assert w.state["name"] == PIPELINE_STEPS[step][0] and w.state["name"] in w.readout.value
+        shapes.append(w.state["shape"])
+    assert shapes == [f"{T} tokens", f"({T},)", f"({T}, 8)", f"({T}, 8)", f"({T}, {T})", f"({T}, 8)",
+                      f"({vocab_size},)"]
 
 
-def test_lower_temperature_sharpens_and_higher_flattens():
-    w = softmax_temperature_widget()
-    w.controls["temperature"].value = 0.1
-    assert w.state["temperature"] == pytest.approx(0.1)
-    assert w.state["weights"][0] > 0.9
-    w.controls["temperature"].value = 10.0
-    assert max(w.state["weights"]) - min(w.state["weights"]) < 0.05
-    assert sum(w.state["weights"]) == pytest.approx(1.0)
+def test_pipeline_widget_computes_with_the_library():
+    w = pipeline_widget()
+    ids = w.state["ids"]
+    assert [PIPELINE_VOCABULARY[i] for i in ids.tolist()] == w.state["tokens"]
+    w.controls["step"].value = 2
+    vectors = w.state["tensor"]
+    w.controls["step"].value = 3
+    torch.testing.assert_close(w.state["tensor"] - vectors,
+                               sinusoidal_encoding(len(ids), 8).double())  # step 3 adds the positions
+    w.controls["step"].value = 4
+    weights = w.state["tensor"]
+    assert not weights.triu(1).any()  # causal: no weight on a later token
+    torch.testing.assert_close(weights.sum(-1), torch.ones(len(ids), dtype=torch.float64))
+    w.controls["step"].value = 6
+    assert w.state["tensor"].sum().item() == pytest.approx(1.0)
+
+
+def test_pipeline_widget_rejects_words_outside_its_vocabulary():
+    with pytest.raises(ValueError, match=r"outside the vocabulary .*\['zebra'\]"):
+        pipeline_widget("the zebra sat")
 
 
 def test_vector_widget_cosine_of_60_degrees_is_one_half():

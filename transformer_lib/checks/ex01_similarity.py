@@ -1,5 +1,5 @@
 """Checks for lesson 01's exercises: dot product, norm, a cosine matrix to debug, the top pairs to predict, the most
-similar word, and a feature vector built for given angles."""
+similar word, a feature vector built for given angles, and an embedding lookup written as a matrix product."""
 
 from __future__ import annotations
 
@@ -9,10 +9,18 @@ from collections.abc import Callable
 import torch
 
 from ..similarity import cosine_similarity, most_similar_word, word_feature_table
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 _A = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
 _B = torch.tensor([4.0, -5.0, 6.0], dtype=torch.float64)
+_ELEMENT_WISE = Hint(idea="you returned the element-wise products: a dot product also adds them up into one number",
+                     code="return (a * b).sum()", id="element-wise-not-summed")
+_MEAN = Hint(idea="you averaged the products: a dot product adds them up, it does not divide by their number",
+             code="(a * b).sum(), not (a * b).mean()", id="mean-not-sum")
+_SUMS = Hint(idea="you multiplied the two vectors' sums: multiply matching components first, then add the products",
+             id="sums-multiplied")
+_LENGTHS = Hint(idea="you multiplied the two lengths |a| |b|: that equals the dot product only when a and b point the "
+                     "same way (cos 0 = 1)", id="lengths-multiplied")
 
 
 def dot_product(student_fn: Callable) -> CheckResult:
@@ -25,7 +33,8 @@ def dot_product(student_fn: Callable) -> CheckResult:
             got,
             _A @ _B,
             hint="multiply matching components, then add the products up",
-            mistakes={"you returned the element-wise products: add them up with .sum()": _A * _B},
+            mistakes={_ELEMENT_WISE: _A * _B, _MEAN: (_A * _B).mean(), _SUMS: _A.sum() * _B.sum(),
+                      _LENGTHS: _A.norm() * _B.norm()},
         )
         _, features = word_feature_table()
         orange, apple = features[0], features[2]
@@ -33,7 +42,8 @@ def dot_product(student_fn: Callable) -> CheckResult:
             "the dot product of Orange and Apple (the word-feature table)",
             ex.call(student_fn, orange, apple),
             orange @ apple,
-            mistakes={"you returned the element-wise products: add them up with .sum()": orange * apple},
+            mistakes={_ELEMENT_WISE: orange * apple, _MEAN: (orange * apple).mean(),
+                      _SUMS: orange.sum() * apple.sum(), _LENGTHS: orange.norm() * apple.norm()},
         )
     return ex.result
 
@@ -49,9 +59,11 @@ def norm(student_fn: Callable) -> CheckResult:
             torch.linalg.vector_norm(_B),
             hint="square each component, add the squares, take the square root",
             mistakes={
-                "you forgot the square root: that is the squared length": (_B**2).sum(),
-                "you added absolute values (the L1 norm): square the components instead": _B.abs().sum(),
-                "you added the components without squaring them": _B.sum(),
+                Hint("you forgot the square root: that is the squared length", id="norm-no-square-root"):
+                    (_B**2).sum(),
+                Hint("you added absolute values (the L1 norm): square the components instead", id="l1-norm"):
+                    _B.abs().sum(),
+                Hint("you added the components without squaring them", id="norm-no-squares"): _B.sum(),
             },
         )
         ex.compare("the length of [3, 4]", ex.call(student_fn, torch.tensor([3.0, 4.0])), 5.0)
@@ -63,12 +75,16 @@ def _columns_normalised(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T
 
 
+_ONE_SIDE = Hint("you divided by the first vectors' lengths only: divide by both", id="one-side-normalised")
+
+
 def cosine_matrix(student_fn: Callable) -> CheckResult:
     """Check a function (n, d), (m, d) -> (n, m) of pairwise cosine similarities."""
     ex = Exercise("cosine_matrix")
     with ex.run():
         _, features = word_feature_table()
-        wrong_axis = "you divided by the columns' lengths (dim=0): each row (word) must be divided by its own length"
+        wrong_axis = Hint("you divided by the columns' lengths (dim=0): each row (word) must be divided by its own "
+                          "length", id="cosine-wrong-axis")
         ex.compare(
             "the cosine table of the five words (5 x 5)",
             ex.call(student_fn, features, features),
@@ -76,7 +92,9 @@ def cosine_matrix(student_fn: Callable) -> CheckResult:
             hint="divide each dot product by the lengths of both vectors",
             mistakes={
                 wrong_axis: _columns_normalised(features, features),
-                "you returned dot products: divide each one by both vectors' lengths": features @ features.T,
+                Hint("you returned dot products: divide each one by both vectors' lengths",
+                     id="cosine-not-normalised"): features @ features.T,
+                _ONE_SIDE: (features / features.norm(dim=-1, keepdim=True)) @ features.T,
             },
         )
         queries, keys = features[:2], features[2:]  # (2, 3) and (3, 3): different counts catch a transpose
@@ -89,11 +107,15 @@ def cosine_matrix(student_fn: Callable) -> CheckResult:
             hint="entry [i, j] compares row i of the first matrix with row j of the second: a @ b.T, normalised",
             mistakes={
                 wrong_axis: _columns_normalised(queries, keys),
-                "your matrix is transposed: entry [i, j] must compare row i of a with row j of b": expected.T,
-                "you divided by the first vectors' lengths only: divide by both": a_unit @ keys.T,
+                Hint("your matrix is transposed: entry [i, j] must compare row i of a with row j of b",
+                     id="transposed-matrix"): expected.T,
+                _ONE_SIDE: a_unit @ keys.T,
             },
         )
     return ex.result
+
+
+_ITSELF = Hint("you returned the word itself: leave it out (its cosine with itself is 1)", id="returned-itself")
 
 
 def most_similar(student_fn: Callable) -> CheckResult:
@@ -108,7 +130,9 @@ def most_similar(student_fn: Callable) -> CheckResult:
                 ex.call(student_fn, word, words, features),
                 expected,
                 hint="compare the word's cosine with every other word and take the largest",
-                mistakes={"you returned the word itself: leave it out (its cosine with itself is 1)": word},
+                mistakes={_ITSELF: word,
+                          Hint("you returned the word's index: return the word, words[index]", id="returned-index"):
+                              words.index(expected)},
             )
         # A long vector wins on dot products although another word points the same way.
         animals = ["kitten", "cat", "lion"]
@@ -118,7 +142,9 @@ def most_similar(student_fn: Callable) -> CheckResult:
             ex.call(student_fn, "kitten", animals, sizes),
             most_similar_word("kitten", animals, sizes),
             hint="use cosine similarity, not the dot product",
-            mistakes={"you compared dot products: the long 'lion' vector wins; use the cosine": "lion"},
+            mistakes={_ITSELF: "kitten",
+                      Hint("you compared dot products: the long 'lion' vector wins; use the cosine",
+                           id="dot-product-not-cosine"): "lion"},
         )
     return ex.result
 
@@ -152,17 +178,22 @@ def top_pairs(student_fn: Callable) -> CheckResult:
             _pair(prediction["dot"]),
             _top_pair(features @ features.T, words),
             hint="the dot product grows with both vectors' lengths: compute a · b for every pair of different words",
-            mistakes={"An · An = 9 is a word with itself: pick two different words": "An & An",
-                      "that is the largest cosine: the dot product also counts length": "An & And",
-                      "that pair's dot product is 6: Phone is longer than Orange": "Apple & Orange"},
+            mistakes={Hint("An · An = 9 is a word with itself: pick two different words", id="word-with-itself"):
+                      "An & An",
+                      Hint("that is the largest cosine: the dot product also counts length",
+                           id="largest-cosine-not-dot"): "An & And",
+                      Hint("that pair's dot product is 6: Phone is longer than Orange", id="ignored-length"):
+                      "Apple & Orange"},
         )
         ex.compare(
             "the pair of different words with the largest cosine",
             _pair(prediction["cosine"]),
             _top_pair(cosine_similarity(features, features), words),
             hint="the cosine ignores length: which two different words point in exactly the same direction?",
-            mistakes={"that is the largest dot product: the cosine divides by both lengths": "Apple & Phone",
-                      "a word with itself does not count: pick two different words": "An & An"},
+            mistakes={Hint("that is the largest dot product: the cosine divides by both lengths",
+                           id="largest-dot-not-cosine"): "Apple & Phone",
+                      Hint("a word with itself does not count: pick two different words", id="word-with-itself"):
+                      "An & An"},
         )
     return ex.result
 
@@ -191,13 +222,86 @@ def tablet_vector(student_fn: Callable) -> CheckResult:
             atol=1e-3,
             hint="cos(angle) = component / length, because Phone and And each lie along one feature axis",
             mistakes={
-                "math.cos and torch.cos take radians: use math.cos(math.radians(60))": _angles(in_radians, phone_and),
-                "you made the dot products equal cos 60° and cos 30°: the cosine also divides by both lengths":
-                    _angles(dot_products, phone_and),
-                "the two angles are swapped: 60° with Phone (Tech), 30° with And (Other)":
+                Hint("math.cos and torch.cos take radians: use math.cos(math.radians(60))",
+                     id="degrees-not-radians"): _angles(in_radians, phone_and),
+                Hint("you made the dot products equal cos 60° and cos 30°: the cosine also divides by both lengths",
+                     id="dot-products-not-cosines"): _angles(dot_products, phone_and),
+                Hint("the two angles are swapped: 60° with Phone (Tech), 30° with And (Other)", id="angles-swapped"):
                     torch.tensor([30.0, 60.0], dtype=torch.float64),
-                "the features are Tech, Fruitness, Other: And lies along the third one": torch.tensor(
+                Hint("the features are Tech, Fruitness, Other: And lies along the third one",
+                     id="wrong-feature-axis"): torch.tensor(
                     [60.0, 90.0], dtype=torch.float64),
             },
         )
+    return ex.result
+
+
+_INTEGER_ONE_HOT = Hint(idea="one_hot gives integers (int64) and the table holds floats: convert one of them first",
+                        code="one_hot.to(table.dtype) @ table", id="integer-one-hot")
+_NUM_CLASSES = Hint(idea="the one-hot rows need vocab_size entries, also when the largest ids do not occur: "
+                         "one_hot(ids) alone makes only (largest id + 1) columns",
+                    code="torch.nn.functional.one_hot(ids, num_classes=table.shape[0])", id="missing-num-classes")
+
+
+_CRASHED = object()  # what _lookup returns after reporting a classic crash
+
+
+def _lookup(ex: Exercise, student_fn: Callable, ids: torch.Tensor, table: torch.Tensor, what: str) -> object:
+    """Call the student's lookup; the two classic crashes of one-hot @ table become a ✘ line naming the mistake
+    (and _CRASHED is returned); any other error is reported by ``ex.run``."""
+    try:
+        return student_fn(ids.clone(), table.clone())
+    except NotImplementedError:  # a stub (NotImplementedError is a RuntimeError): "not attempted yet"
+        raise
+    except RuntimeError as error:
+        hint = (_INTEGER_ONE_HOT if "dtype" in str(error)
+                else _NUM_CLASSES if "cannot be multiplied" in str(error) else None)
+        if hint is None:
+            raise
+        ex.require(what, False, problem=f"your code raised RuntimeError: {error}", hint=hint)
+        return _CRASHED
+
+
+def one_hot_lookup(student_fn: Callable) -> CheckResult:
+    """Check a function ids (T,), table (vocab_size, d_model) -> (T, d_model): one-hot rows times the table."""
+    ex = Exercise("one_hot_lookup")
+    with ex.run():
+        if not callable(student_fn):
+            ex.call(student_fn)  # reports "expected a function"
+        words, features = word_feature_table()
+        ids = torch.tensor([4, 2, 3, 4, 0])  # "an apple and an orange": An, Apple, And, An, Orange
+        expected = torch.nn.Embedding.from_pretrained(features)(ids)  # (T, d_model) = (5, 3)
+        what = "the vectors of 'an apple and an orange' (5 tokens, d_model = 3)"
+        got = _lookup(ex, student_fn, ids, features, what)
+        if got is _CRASHED:
+            return ex.result
+        first_passed = ex.compare(
+            what,
+            got,
+            expected,
+            hint=Hint(idea="one one-hot row per token, of vocab_size entries, times the (vocab_size, d_model) table",
+                      code="torch.nn.functional.one_hot(ids, num_classes=table.shape[0]).to(table.dtype) @ table"),
+            mistakes={
+                Hint(idea="you returned the one-hot rows themselves: they only select; multiply them by the table",
+                     code="one_hot.to(table.dtype) @ table", id="one-hot-not-multiplied"):
+                    torch.nn.functional.one_hot(ids, len(words)).to(features.dtype),
+                Hint(idea="your result has one column per token: it must have one row per token, (T, d_model)",
+                     code="one_hot (T, vocab_size) @ table (vocab_size, d_model), not table.T @ one_hot.T",
+                     id="transposed-result"):
+                    expected.T,
+                Hint(idea="each distinct id was looked up once: a token that occurs twice needs its row twice",
+                     code="build the one-hot rows from ids itself, not from ids.unique()", id="unique-ids"):
+                    features[ids.unique()],
+            },
+        )
+        if not first_passed:  # the second case tests only what the first cannot: ids that do not reach vocab_size
+            return ex.result
+        generator = torch.Generator().manual_seed(0)
+        table = torch.randn(6, 4, generator=generator, dtype=torch.float64)  # vocab_size 6, d_model 4
+        rare = torch.tensor([3, 1, 3])  # the largest ids, 4 and 5, do not occur
+        what = "3 tokens looked up in a random (6, 4) table whose largest ids, 4 and 5, do not occur"
+        got = _lookup(ex, student_fn, rare, table, what)
+        if got is _CRASHED:
+            return ex.result
+        ex.compare(what, got, torch.nn.Embedding.from_pretrained(table)(rare), hint=_NUM_CLASSES)
     return ex.result

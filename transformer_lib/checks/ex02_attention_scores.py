@@ -1,5 +1,5 @@
 """Checks for lesson 02's exercises: a stable softmax, attention weights, predicting shifted and scaled weights, a
-batched softmax to debug, and the temperature that gives a required top weight."""
+batched softmax to debug, the temperature that gives a required top weight, and Bahdanau's additive scores."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..attention import softmax
-from ._feedback import CheckResult, Exercise
+from ..attention import additive_attention_scores, softmax
+from ._feedback import CheckResult, Exercise, Hint
 
 WORDS = ["Orange", "Phone", "Apple", "And", "An"]
 FEATURES = torch.tensor(  # (5, 3) columns: tech, fruitness, other (lesson 01's word-feature table)
@@ -27,19 +27,23 @@ def stable_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckR
         rows = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 5.0]], dtype=torch.float64)
         ex.compare("softmax of a (2, 3) matrix, one distribution per row", ex.call(student_fn, rows), softmax(rows),
                    hint="normalise along the last axis (dim=-1), so each row sums to 1",
-                   mistakes={"each column sums to 1: sum over the last axis (dim=-1, keepdim=True)":
-                             torch.softmax(rows, dim=0)})
+                   mistakes={Hint("each column sums to 1: sum over the last axis (dim=-1, keepdim=True)",
+                                  id="softmax-over-columns"): torch.softmax(rows, dim=0)})
         huge = torch.tensor([[1000.0, 999.0, -1000.0], [1.0, 2.0, 3.0]], dtype=torch.float64)
         naive = huge.exp() / huge.exp().sum(dim=-1, keepdim=True)  # exp(1000) overflows: row 0 is [nan, nan, 0]
         global_exps = (huge - huge.max()).exp()  # row 1 becomes exp(-999) = 0 everywhere, then 0 / 0
         global_max = global_exps / global_exps.sum(dim=-1, keepdim=True)
         ex.compare("softmax of the rows [1000, 999, -1000] and [1, 2, 3]", ex.call(student_fn, huge), softmax(huge),
                    hint="subtract each row's maximum before exponentiating",
-                   mistakes={"exp(1000) overflows to inf: subtract the row's maximum (x.amax(dim=-1, keepdim=True)) "
-                             "before exp": naive,
-                             "you subtracted the largest score of the whole tensor: row [1, 2, 3] then underflows to "
-                             "0 / 0; subtract each row's own maximum (x.amax(dim=-1, keepdim=True))": global_max})
+                   mistakes={Hint("exp(1000) overflows to inf: subtract the row's maximum (x.amax(dim=-1, "
+                                  "keepdim=True)) before exp", id="no-max-subtracted"): naive,
+                             Hint("you subtracted the largest score of the whole tensor: row [1, 2, 3] then underflows "
+                                  "to 0 / 0; subtract each row's own maximum (x.amax(dim=-1, keepdim=True))",
+                                  id="global-max"): global_max})
     return ex.result
+
+
+_KEYS_AS_COLUMNS = Hint("each column sums to 1: take the softmax over the keys, dim=-1", id="softmax-over-queries")
 
 
 def attention_weights(student_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> CheckResult:
@@ -51,15 +55,15 @@ def attention_weights(student_fn: Callable[[torch.Tensor, torch.Tensor], torch.T
         got = ex.call(student_fn, queries, FEATURES)
         ex.compare("weights of Apple and Orange over the five words", got, softmax(scores),
                    hint="scores = queries @ keys.T, then softmax over the keys (the last axis)",
-                   mistakes={"you divided the scores by their row sum: use softmax (exp, then normalise)":
-                             scores / scores.sum(dim=-1, keepdim=True),
-                             "you returned the scores: apply softmax to them": scores})
+                   mistakes={Hint("you divided the scores by their row sum: use softmax (exp, then normalise)",
+                                  id="row-sum-normalised"): scores / scores.sum(dim=-1, keepdim=True),
+                             Hint("you returned the scores: apply softmax to them", id="returned-scores"): scores,
+                             _KEYS_AS_COLUMNS: torch.softmax(scores, dim=0)})
         square = ex.call(student_fn, FEATURES, FEATURES)
         ex.compare("weights of all five words over all five (each row sums to 1)", square,
                    softmax(FEATURES @ FEATURES.T),
                    hint="softmax over the keys: dim=-1",
-                   mistakes={"each column sums to 1: take the softmax over the keys, dim=-1":
-                             torch.softmax(FEATURES @ FEATURES.T, dim=0)})
+                   mistakes={_KEYS_AS_COLUMNS: torch.softmax(FEATURES @ FEATURES.T, dim=0)})
     return ex.result
 
 
@@ -77,20 +81,23 @@ def predict_weights(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, tor
         shifted, doubled = got
         ex.compare("softmax(s + 5) from w alone", shifted, softmax(scores + 5.0),
                    hint="adding the same number to every score multiplies every exp by the same factor",
-                   mistakes={"adding 5 to every score changes no weight: the factor e⁵ cancels": w + 5.0,
-                             "adding 5 to every score changes no weight, even after normalising": (w + 5.0)
-                             / (w + 5.0).sum(dim=-1, keepdim=True)})
+                   mistakes={Hint("adding 5 to every score changes no weight: the factor e⁵ cancels",
+                                  id="added-five-to-weights"): w + 5.0,
+                             Hint("adding 5 to every score changes no weight, even after normalising",
+                                  id="renormalised-shifted-weights"): (w + 5.0) / (w + 5.0).sum(dim=-1, keepdim=True)})
         squared = w**2
         ex.compare("softmax(2 s) from w alone", doubled, softmax(2.0 * scores),
                    hint="exp(2 s) = exp(s)², so the new weights are proportional to w²",
-                   mistakes={"doubling the scores does not double the weights: exp(2 s) = exp(s)², so use w²": 2.0 * w,
-                             "softmax is not scale-invariant (only dividing by the row sum is): use w², "
-                             "then normalise": w,
-                             "w² must be normalised so that each row sums to 1": squared,
-                             "normalise w² along each row (dim=-1), not along the columns": squared
-                             / squared.sum(dim=0, keepdim=True),
-                             "doubling the scores is a temperature of 1/2: it sharpens (w²), it does not flatten "
-                             "(√w)": w.sqrt() / w.sqrt().sum(dim=-1, keepdim=True)})
+                   mistakes={Hint("doubling the scores does not double the weights: exp(2 s) = exp(s)², so use w²",
+                                  id="doubled-weights"): 2.0 * w,
+                             Hint("softmax is not scale-invariant (only dividing by the row sum is): use w², "
+                                  "then normalise", id="assumed-scale-invariance"): w,
+                             Hint("w² must be normalised so that each row sums to 1", id="square-not-normalised"):
+                             squared,
+                             Hint("normalise w² along each row (dim=-1), not along the columns",
+                                  id="square-normalised-over-columns"): squared / squared.sum(dim=0, keepdim=True),
+                             Hint("doubling the scores is a temperature of 1/2: it sharpens (w²), it does not flatten "
+                                  "(√w)", id="square-root-not-square"): w.sqrt() / w.sqrt().sum(dim=-1, keepdim=True)})
     return ex.result
 
 
@@ -104,16 +111,16 @@ def fixed_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         global_exps = (square - square.max()).exp()  # batches 0 and 1 underflow to 0, then 0 / 0
         ex.compare("weights of (batch=3, T_q=3, T_k=3) scores", ex.call(student_fn, square.clone()), softmax(square),
                    hint="each query's row of weights, over the keys (dim=-1), must sum to 1",
-                   mistakes={"you still sum over dim=1, the queries: sum over the keys, dim=-1": exps
-                             / exps.sum(dim=1, keepdim=True),
-                             "you sum over dim=0, the batch: sum over the keys, dim=-1": exps
-                             / exps.sum(dim=0, keepdim=True),
-                             "without keepdim=True the (batch, T_q) sums line up with the keys' axis: keep the "
-                             "summed axis (keepdim=True)": exps / exps.sum(dim=-1),
-                             "you divided by the sum of the whole tensor: sum each row over the keys, dim=-1": exps
-                             / exps.sum(),
-                             "you subtracted the largest score of the whole tensor: subtract each row's own "
-                             "maximum (amax(dim=-1, keepdim=True))": global_exps
+                   mistakes={Hint("you still sum over dim=1, the queries: sum over the keys, dim=-1",
+                                  id="sum-over-queries"): exps / exps.sum(dim=1, keepdim=True),
+                             Hint("you sum over dim=0, the batch: sum over the keys, dim=-1", id="sum-over-batch"):
+                             exps / exps.sum(dim=0, keepdim=True),
+                             Hint("without keepdim=True the (batch, T_q) sums line up with the keys' axis: keep the "
+                                  "summed axis (keepdim=True)", id="missing-keepdim"): exps / exps.sum(dim=-1),
+                             Hint("you divided by the sum of the whole tensor: sum each row over the keys, dim=-1",
+                                  id="whole-tensor-sum"): exps / exps.sum(),
+                             Hint("you subtracted the largest score of the whole tensor: subtract each row's own "
+                                  "maximum (amax(dim=-1, keepdim=True))", id="global-max"): global_exps
                              / global_exps.sum(dim=-1, keepdim=True)})
         wide = torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).reshape(2, 3, 4) ** 2  # (2, 3, 4): T_q ≠ T_k
         ex.compare("weights of (batch=2, T_q=3, T_k=4) scores", ex.call(student_fn, wide.clone()), softmax(wide),
@@ -149,15 +156,54 @@ def temperature(student_fn: Callable[[torch.Tensor, float], float]) -> CheckResu
             first, second = scores.topk(2).values.tolist()
             two_largest = (first - second) / math.log(top_weight / (1.0 - top_weight))
             got = ex.call(student_fn, scores.clone(), top_weight)
-            mistakes = {"you multiplied the scores by the temperature: divide them by it": 1.0 / expected}
+            mistakes = {Hint("you multiplied the scores by the temperature: divide them by it",
+                             id="multiplied-by-temperature"): 1.0 / expected}
             if len(values) == 2:
-                mistakes["use the natural logarithm (math.log), not log10"] = (first - second) / math.log10(
-                    top_weight / (1.0 - top_weight))
+                natural_log = Hint("use the natural logarithm (math.log), not log10", id="log10")
+                mistakes[natural_log] = (first - second) / math.log10(top_weight / (1.0 - top_weight))
             else:
-                mistakes["the closed form for two scores ignores the other scores, which take weight too: search "
-                         "(bisection) on the whole row"] = two_largest
+                mistakes[Hint("the closed form for two scores ignores the other scores, which take weight too: search "
+                              "(bisection) on the whole row", id="closed-form-two-scores")] = two_largest
             ex.compare(f"the temperature for {what}", got, expected, rtol=1e-3, atol=0.0,
                        hint="the top weight falls as the temperature grows: bisect on it until "
                             "softmax(scores / τ).max() is the target",
                        mistakes=mistakes)
+    return ex.result
+
+
+def additive_scores(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
+    """Check s (d_s,), h (T_k, d_h), W_a (d_s, d_a), U_a (d_h, d_a), v_a (d_a,) -> the (T_k,) scores
+    e_j = tanh(s W_a + h_j U_a) · v_a."""
+    ex = Exercise("additive_scores")
+    with ex.run():
+        generator = torch.Generator().manual_seed(0)
+        draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+        for d_s, d_h, d_a, T_k in ((4, 4, 3, 5), (2, 3, 4, 6)):  # the second: d_s ≠ d_h, so no dot product fits
+            s, h, W_a, U_a, v_a = draw(d_s), draw(T_k, d_h), draw(d_s, d_a), draw(d_h, d_a), draw(d_a)
+            got = ex.call(student_fn, s.clone(), h.clone(), W_a.clone(), U_a.clone(), v_a.clone())
+            expected = additive_attention_scores(s[None], h, W_a, U_a, v_a)[0]  # (T_k,)
+            mistakes = {
+                Hint(idea="you left out the tanh: without it the score is linear in s and h_j",
+                     code="torch.tanh(s @ W_a + h @ U_a) @ v_a", id="missing-tanh"): (s @ W_a + h @ U_a) @ v_a,
+                Hint(idea="the tanh goes inside, on the (T_k, d_a) hidden layer, before v_a turns it into one number",
+                     code="torch.tanh(s @ W_a + h @ U_a) @ v_a", id="tanh-outside"):
+                    torch.tanh((s @ W_a + h @ U_a) @ v_a),
+                Hint(idea="query and key are added inside the tanh (that is why the score is called additive), "
+                          "not multiplied",
+                     code="torch.tanh(s @ W_a + h @ U_a) @ v_a", id="product-not-sum"):
+                    torch.tanh((s @ W_a) * (h @ U_a)) @ v_a,
+                Hint(idea="W_a belongs to the decoder's state s and U_a to the encoder's states h",
+                     code="s @ W_a and h @ U_a", id="swapped-matrices"):
+                    (torch.tanh(s @ U_a + h @ W_a) @ v_a if d_s == d_h else None),
+            }
+            if d_s == d_h:
+                mistakes[Hint(idea="that is the dot-product score s · h_j: the additive score runs the small network "
+                                   "tanh(s W_a + h_j U_a) · v_a instead",
+                              code="torch.tanh(s @ W_a + h @ U_a) @ v_a", id="dot-product-score")] = h @ s
+            ex.compare(f"additive scores of {T_k} encoder states (d_s = {d_s}, d_h = {d_h}, d_a = {d_a})",
+                       got, expected,
+                       hint=Hint(idea="score each encoder state: tanh of (s W_a + h_j U_a), then the dot product with "
+                                      "v_a; with h as a (T_k, d_h) matrix, all rows at once",
+                                 code="torch.tanh(s @ W_a + h @ U_a) @ v_a  # (T_k, d_a) -> (T_k,)"),
+                       mistakes={hint: value for hint, value in mistakes.items() if value is not None})
     return ex.result
