@@ -474,6 +474,8 @@ def test_no_course_notebook_is_flagged_for_review():
     ("m = __import__('json')", "__import__ or importlib"),
     ("import importlib\nimportlib.reload(torch)", "__import__ or importlib"),
     ("import transformer_lib.checks._feedback as f", "the course's check code"),
+    ("from transformer_lib.checks import show_hint; import transformer_lib.checks._feedback as f",
+     "the course's check code"),
     ("import course_tools", "the course's check code"),
     ("import inspect\ninspect.stack()", "frames or the garbage collector"),
     ("import gc\ngc.get_objects()", "frames or the garbage collector"),
@@ -490,5 +492,6 @@ def test_ways_to_tamper_with_the_checks_are_flagged(code, kind):
 
 def test_comparisons_and_ordinary_code_are_not_flagged():
     nb = with_cells(nbformat.v4.new_notebook(), "ok = torch.allclose(a, b) == True\nx = np.zeros(3)\nimport sys",
-                    "from transformer_lib.checks import ex01_similarity as check")
+                    "from transformer_lib.checks import ex01_similarity as check",
+                    "from transformer_lib.checks import show_hint  # prints the code-level hint\nshow_hint('norm')")
     assert review.tampering_in(nb) == [] and review.review_note(nb) is None

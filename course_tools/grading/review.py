@@ -2,8 +2,9 @@
 
 This is not protection (README, "What grading protects"): a submission's code shares its kernel with the checks, so
 it can fake its own marks. These patterns are the usual ways to try; plain exercise code needs none of them, so a
-submission that uses one gets a note asking for a look by hand. Two lines every exercise notebook has are not
-counted: the import of the check module as ``check``, and the Colab setup cell's test for ``google.colab``.
+submission that uses one gets a note asking for a look by hand. Lines the course itself puts in exercise notebooks
+are not counted: the import of the check module as ``check``, the import of ``show_hint`` (which only prints a hint)
+and the Colab setup cell's test for ``google.colab``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ TAMPERING = {  # what the note names → the pattern that finds it
     "ctypes": r"\bctypes\b",
     "replaced library functions": r"^\s*(torch|np|numpy|math)(\s*\.\s*\w+)+\s*=(?!=)",
 }
-EVERY_NOTEBOOK = re.compile(CHECK_IMPORT.pattern + r'|^\s*if "google\.colab" in sys\.modules:\s*$', re.MULTILINE)
+EVERY_NOTEBOOK = re.compile(CHECK_IMPORT.pattern + r'|^\s*if "google\.colab" in sys\.modules:\s*$'
+                            r"|^\s*from transformer_lib\.checks import show_hint\b[^;\n]*$", re.MULTILINE)
 
 
 def tampering_in(nb: nbformat.NotebookNode) -> list[str]:
