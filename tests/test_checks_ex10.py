@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex10_decoding as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 from transformer_lib.decoding import greedy_decode
@@ -168,10 +168,6 @@ def test_cached_attention_step_names_each_mistake(bug, hint):
 
 
 def test_cached_attention_step_names_a_cache_that_does_not_grow():
-    def forgets_the_cache(x_new, k_cache, v_cache, w_q, w_k, w_v):
-        output, _, _ = cached_step(x_new, k_cache, v_cache, w_q, w_k, w_v)
-        return output, k_cache, v_cache
-
     assert_rejected_with(check.cached_attention_step(forgets_the_cache), "return the grown caches")
 
 
@@ -187,3 +183,74 @@ def test_cached_attention_step_names_a_cache_that_does_not_grow():
 )
 def test_cache_bytes_names_each_mistake(wrong, hint):
     assert_rejected_with(check.cache_bytes(wrong), hint)
+
+
+def no_eos_appended(model, src, bos_id, eos_id, max_len):
+    memory = model.encode(src)
+    tokens = torch.tensor([[bos_id]])
+    for _ in range(max_len):
+        next_token = model.decode(tokens, memory)[0, -1].argmax()
+        if next_token.item() == eos_id:
+            break  # before appending it
+        tokens = torch.cat((tokens, next_token.view(1, 1)), dim=1)
+    return tokens
+
+
+def caches_inputs(x_new, k_cache, v_cache, w_q, w_k, w_v):
+    k_cache, v_cache = torch.cat((k_cache, x_new), dim=1), torch.cat((v_cache, x_new), dim=1)  # x, not x W^K
+    weights = ((x_new @ w_q) @ (k_cache @ w_k).transpose(1, 2) / math.sqrt(x_new.shape[-1])).softmax(-1)
+    return weights @ (v_cache @ w_v), k_cache, v_cache
+
+
+def divided_by_d(x_new, k_cache, v_cache, w_q, w_k, w_v):
+    q = x_new @ w_q
+    k_cache, v_cache = torch.cat((k_cache, x_new @ w_k), dim=1), torch.cat((v_cache, x_new @ w_v), dim=1)
+    weights = (q @ k_cache.transpose(1, 2) / q.shape[-1]).softmax(-1)  # / d instead of / √d
+    return weights @ v_cache, k_cache, v_cache
+
+
+def forgets_the_cache(x_new, k_cache, v_cache, w_q, w_k, w_v):
+    output, _, _ = cached_step(x_new, k_cache, v_cache, w_q, w_k, w_v)
+    return output, k_cache, v_cache
+
+
+def test_every_named_mistake_is_diagnosed_as_itself():
+    assert_diagnosed(check.greedy_loop(lambda *args: greedy(*args, bug="first position")), "first-position-logits")
+    assert_diagnosed(check.greedy_loop(lambda *args: greedy(*args, bug="newest token only")), "newest-token-only")
+    assert_diagnosed(check.greedy_loop(lambda *args: greedy(*args, bug="no append")), "token-not-appended")
+    assert_diagnosed(check.greedy_loop(lambda *args: greedy(*args)[:, 1:]), "bos-dropped")
+    assert_diagnosed(check.greedy_loop(lambda *args: greedy(*args, bug="no stop")), "no-stop-at-eos")
+    assert_diagnosed(check.greedy_loop(no_eos_appended), "eos-not-appended")
+    assert_diagnosed(check.top_k(lambda logits, k: top_k(logits, k, fill=0.0)), "zero-not-minus-inf")
+    assert_diagnosed(check.top_k(lambda logits, k: -top_k(-logits, k)), "smallest-kept")
+    assert_diagnosed(check.top_k(lambda logits, k: top_k(logits, k).softmax(-1)), "probabilities-not-logits")
+    assert_diagnosed(check.top_k(lambda logits, k: logits.masked_fill(
+        logits <= logits.topk(k, dim=-1).values[..., -1:], float("-inf"))), "kth-logit-dropped")
+    assert_diagnosed(check.top_p(lambda logits, p: top_p(logits, p, bug="drops the crossing token")),
+                     "crossing-token-dropped")
+    assert_diagnosed(check.top_p(lambda logits, p: top_p(logits, p, bug="no sort")), "probabilities-not-sorted")
+    assert_diagnosed(check.top_p(lambda logits, p: top_p(logits, p, bug="sorted order")), "left-in-sorted-order")
+    assert_diagnosed(check.top_p(lambda logits, p: top_p(logits, p, bug="zero")), "zero-not-minus-inf")
+    assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="no running total")), "no-running-total")
+    assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="eos kept alive")), "eos-kept-alive")
+    assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="penalty on live beams")),
+                     "penalty-on-live-beams")
+    assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="no penalty")), "no-length-penalty")
+    assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="bos counted")), "bos-counted-in-length")
+    assert_diagnosed(check.cached_attention_step(forgets_the_cache), "cache-not-returned")
+    assert_diagnosed(check.cached_attention_step(lambda *args: cached_step(*args, bug="unscaled")), "missing-sqrt-d")
+    assert_diagnosed(check.cached_attention_step(divided_by_d), "divided-by-d")
+    assert_diagnosed(check.cached_attention_step(lambda *args: cached_step(*args, bug="appended twice")),
+                     "appended-twice")
+    assert_diagnosed(check.cached_attention_step(caches_inputs), "inputs-cached-not-keys")
+    assert_diagnosed(check.cache_bytes(lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by,
+                                                                             bug="no cross-attention")),
+                     "cross-attention-not-cached")
+    assert_diagnosed(check.cache_bytes(lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // 2),
+                     "keys-or-values-only")
+    assert_diagnosed(check.cache_bytes(lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // n),
+                     "layers-not-counted")
+    assert_diagnosed(check.cache_bytes(lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // b),
+                     "batch-not-counted")
+    assert_diagnosed(check.cache_bytes(lambda n, d, s, t, b, by: cache_bytes(n, d, s, t, b, by) // by),
+                     "numbers-not-bytes")

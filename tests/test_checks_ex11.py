@@ -5,16 +5,22 @@ import math
 import numpy as np
 import torch
 
-from check_helpers import assert_rejected_with, stub
+from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex11_gpt_and_scaling as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 
-def step(running_max, running_sum, accumulator, scores, values, rescale=True):
+def step(running_max, running_sum, accumulator, scores, values, rescale=True, bug=None):
     new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
     factor = torch.exp(running_max - new_max) if rescale else 1.0
+    if bug == "flipped":
+        factor = torch.exp(new_max - running_max)
     weights = torch.exp(scores - new_max)
-    return new_max, running_sum * factor + weights.sum(-1, keepdim=True), accumulator * factor + weights @ values
+    new_sum = running_sum * factor + weights.sum(-1, keepdim=True)
+    new_accumulator = accumulator * factor + weights @ values
+    if bug == "normalised":
+        new_accumulator = new_accumulator / new_sum
+    return new_max, new_sum, new_accumulator
 
 
 def mask(tokens, pad_id, causal=True, padding=True):
@@ -58,11 +64,12 @@ def test_decoder_only_mask_names_forgotten_padding_and_forgotten_causality():
     assert_rejected_with(check.decoder_only_mask(lambda t, p: ~mask(t, p)), "inverted")
 
 
-def predictions(log=math.log, smoothing=1, bigram_divisor=3):
+def predictions(log=math.log, smoothing=1, bigram_divisor=3, vocabulary_in_denominator=True):
     """Training "ababababac" (a 5, b 4, c 1; pairs ab 4, ba 4, ac 1), held-out "abac"."""
     s = smoothing
-    unigram = [(5 + s) / (10 + 3 * s), (4 + s) / (10 + 3 * s), (5 + s) / (10 + 3 * s), (1 + s) / (10 + 3 * s)]
-    a_row, b_row = 5 + 3 * s, 4 + 3 * s  # pairs starting with a (ab 4, ac 1), with b (ba 4)
+    v = 3 * s if vocabulary_in_denominator else 0
+    unigram = [(5 + s) / (10 + v), (4 + s) / (10 + v), (5 + s) / (10 + v), (1 + s) / (10 + v)]
+    a_row, b_row = 5 + v, 4 + v  # pairs starting with a (ab 4, ac 1), with b (ba 4)
     bigram = [(4 + s) / a_row, (4 + s) / b_row, (1 + s) / a_row]
     return {
         "uniform": -log(1 / 3),
@@ -139,3 +146,45 @@ def test_scaling_fit_names_the_sign_the_axes_and_the_intercept():
 
 def test_scaling_fit_wants_two_numbers():
     assert_rejected_with(check.scaling_fit(lambda n, l: fit(n, l)[0]), "returns two numbers")
+
+
+def test_every_named_mistake_is_diagnosed_as_itself():
+    assert_diagnosed(check.online_softmax_step(lambda *args: step(*args, rescale=False)), "sum-not-rescaled")
+    assert_diagnosed(check.online_softmax_step(lambda *args: step(*args, bug="flipped")), "rescale-sign-flipped")
+
+    def accumulator_not_rescaled(running_max, running_sum, accumulator, scores, values):
+        new_max, new_sum, _ = step(running_max, running_sum, accumulator, scores, values)
+        return new_max, new_sum, accumulator + torch.exp(scores - new_max) @ values
+
+    assert_diagnosed(check.online_softmax_step(accumulator_not_rescaled), "accumulator-not-rescaled")
+    assert_diagnosed(check.online_softmax_step(lambda *args: step(*args, bug="normalised")),
+                     "accumulator-normalised-early")
+    assert_diagnosed(check.decoder_only_mask(lambda t, p: mask(t, p, padding=False)), "padding-not-masked")
+    assert_diagnosed(check.decoder_only_mask(lambda t, p: mask(t, p, causal=False)), "causal-mask-missing")
+    assert_diagnosed(check.decoder_only_mask(lambda t, p: ~mask(t, p)), "mask-inverted")
+    assert_diagnosed(check.decoder_only_mask(lambda t, p: torch.ones(4, 4, dtype=torch.bool).triu()
+                                             & (t != p)[:, None, None, :]), "upper-triangle-kept")
+    assert_diagnosed(check.decoder_only_mask(lambda t, p: torch.ones(4, 4, dtype=torch.bool).tril()
+                                             & (t != p)[:, None, :, None]), "padding-on-queries")
+    assert_diagnosed(check.baseline_predictions(lambda: predictions(log=math.log2)), "bits-not-nats")
+    assert_diagnosed(check.baseline_predictions(lambda: predictions(smoothing=0)), "no-add-one-smoothing")
+    assert_diagnosed(check.baseline_predictions(lambda: predictions(vocabulary_in_denominator=False)),
+                     "smoothing-denominator-unchanged")
+    assert_diagnosed(check.baseline_predictions(lambda: predictions(bigram_divisor=4)),
+                     "averaged-over-characters-not-pairs")
+    assert_diagnosed(check.cached_next_logits(lambda m, c, t: cached(m, c, t, feed="all")), "seen-tokens-fed-again")
+    assert_diagnosed(check.cached_next_logits(lambda m, c, t: cached(m, c, t, keep_dim=True)), "position-axis-kept")
+    assert_diagnosed(check.cached_next_logits(lambda m, c, t: cached(m, c, t, feed="last")), "prompt-not-fed")
+    assert_diagnosed(check.cached_next_logits(lambda m, c, t: cached(m, c, t, use_cache=False)), "cache-not-passed")
+    assert_diagnosed(check.stopping_step(lambda s, t, v: best(s, v, t)), "training-loss-read")
+    assert_diagnosed(check.stopping_step(lambda s, t, v: v.index(min(v))), "index-not-step")
+    assert_diagnosed(check.stopping_step(lambda s, t, v: min(v)), "loss-not-step")
+    assert_diagnosed(check.stopping_step(lambda s, t, v: s[v.index(max(v))]), "argmax-not-argmin")
+    assert_diagnosed(check.scaling_fit(lambda n, l: (-fit(n, l)[0], fit(n, l)[1])), "slope-sign-kept")
+    assert_diagnosed(check.scaling_fit(lambda n, l: (-np.polyfit(n, l, 1)[0], fit(n, l)[1])), "fit-not-log-log")
+    assert_diagnosed(check.scaling_fit(lambda n, l: (-np.polyfit(np.log(l), np.log(n), 1)[0], fit(n, l)[1])),
+                     "axes-swapped")
+    assert_diagnosed(check.scaling_fit(lambda n, l: (fit(n, l)[0], np.polyfit(np.log(n), np.log(l), 1)[1])),
+                     "intercept-not-exponentiated")
+    assert_diagnosed(check.scaling_fit(lambda n, l: (fit(n, l)[0], np.exp(np.polyfit(np.log10(n), np.log10(l), 1)[1]))),
+                     "log-base-mismatch")

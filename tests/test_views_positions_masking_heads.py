@@ -17,7 +17,7 @@ from transformer_lib import (
     unit_variance_scores,
 )
 from transformer_lib.views.masking import masking_widget
-from transformer_lib.views.multi_head_attention import attention_name, head_widget, plot_heads, translator_heads_widget
+from transformer_lib.views.multi_head_attention import attention_name, plot_heads, translator_heads_widget
 from transformer_lib.views.positional_encoding import ENCODING_COLUMN_LABEL, plot_encoding, positional_encoding_widget
 from transformer_lib.views.queries_keys_values import scaling_widget
 
@@ -48,17 +48,6 @@ def test_masking_widget_updates_weights_for_each_mask():
     w.controls["mask"].value = "both"
     torch.testing.assert_close(w.state["weights"].sum(-1), torch.ones(2, 6, dtype=torch.float64))
     assert w.state["allowed"] == [21, 20]  # a: 1 + 2 + … + 6; b: 1 + … + 5 for its words, 5 for its <pad> query
-
-
-def test_head_widget_follows_head_and_query():
-    weights = torch.softmax(torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
-    words = ["a", "b", "a"]
-    w = head_widget(weights, words)
-    torch.testing.assert_close(w.state["row"], weights[0, 0])
-    w.controls["head"].value = 1
-    w.controls["query"].value = 2
-    torch.testing.assert_close(w.state["row"], weights[1, 2])
-    assert w.state["query"] == "a" and w.state["top_key"] == words[int(weights[1, 2].argmax())]
 
 
 def test_plots_have_titles_and_labels():

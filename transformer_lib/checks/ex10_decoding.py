@@ -12,9 +12,11 @@ from ..attention import scaled_dot_product_attention
 from ..decoding import beam_search_step, cache_nbytes, greedy_decode, top_k_filter, top_p_filter
 from ..masks import causal_mask
 from ..model import Transformer, TransformerConfig
-from ._feedback import CheckResult, Exercise
+from ._feedback import CheckResult, Exercise, Hint
 
 BOS_ID, NO_END = 1, -1
+_ZERO_FILL = Hint("set the dropped logits to -inf, not 0: exp(0) = 1 still gives them probability",
+                  id="zero-not-minus-inf")
 
 
 class PositionalToyModel:
@@ -66,15 +68,20 @@ def greedy_loop(student_fn: Callable) -> CheckResult:
             hint="feed <bos> plus everything generated so far, take argmax of the LAST position's logits, append, "
             "stop right after appending eos_id",
             mistakes={
-                "take the logits of the LAST position, logits[0, -1]: position 0 only predicts the first word": (
+                Hint("take the logits of the LAST position, logits[0, -1]: position 0 only predicts the first word",
+                     id="first-position-logits"): (
                     greedy_decode(_FirstPositionOnly(), src, BOS_ID, eos_id, max_len=8, use_cache=False)
                 ),
-                "feed the whole prefix, tokens, to model.decode: without a cache the newest token alone has lost "
-                "its context": greedy_decode(_NewestTokenOnly(), src, BOS_ID, eos_id, max_len=8, use_cache=False),
-                "append each new token to tokens (torch.cat) so the next step reads it": torch.tensor([[BOS_ID]]),
-                "start the output with <bos>: return the whole sequence the decoder read": expected[:, 1:],
-                "stop when the end token is produced (after appending it)": endless,
-                "append the end token before stopping: the output should end with eos_id": expected[:, :-1],
+                Hint("feed the whole prefix, tokens, to model.decode: without a cache the newest token alone has lost "
+                     "its context", id="newest-token-only"): greedy_decode(_NewestTokenOnly(), src, BOS_ID, eos_id,
+                                                                           max_len=8, use_cache=False),
+                Hint("append each new token to tokens (torch.cat) so the next step reads it",
+                     id="token-not-appended"): torch.tensor([[BOS_ID]]),
+                Hint("start the output with <bos>: return the whole sequence the decoder read",
+                     id="bos-dropped"): expected[:, 1:],
+                Hint("stop when the end token is produced (after appending it)", id="no-stop-at-eos"): endless,
+                Hint("append the end token before stopping: the output should end with eos_id",
+                     id="eos-not-appended"): expected[:, :-1],
             },
         )
         got = ex.call(student_fn, model, src, BOS_ID, NO_END, 8)
@@ -98,11 +105,12 @@ def top_k(student_fn: Callable) -> CheckResult:
             hint="find each row's k-th largest value (logits.topk(k).values[..., -1:]) and fill smaller logits "
             "with -inf",
             mistakes={
-                "set the dropped logits to -inf, not 0: exp(0) = 1 still gives them probability": logits.masked_fill(
-                    dropped, 0.0
-                ),
-                "you kept the k smallest logits: keep the largest": -top_k_filter(-logits, 2),
-                "return logits (filtered), not probabilities": expected.softmax(-1),
+                _ZERO_FILL: logits.masked_fill(dropped, 0.0),
+                Hint("you kept the k smallest logits: keep the largest", id="smallest-kept"): -top_k_filter(-logits, 2),
+                Hint("return logits (filtered), not probabilities", id="probabilities-not-logits"):
+                    expected.softmax(-1),
+                Hint("you dropped the k-th largest logit too: drop only the logits below it (<, not <=), so that k "
+                     "tokens survive", id="kth-logit-dropped"): top_k_filter(logits, 1),
             },
         )
         ex.compare("k = 5 (the whole vocabulary) changes nothing", ex.call(student_fn, logits.clone(), 5), logits)
@@ -124,14 +132,15 @@ def top_p(student_fn: Callable) -> CheckResult:
             hint="sort the probabilities in decreasing order, keep a token while the mass BEFORE it is below p, "
             "and put the result back in vocabulary order",
             mistakes={
-                "keep the token that crosses p too: the nucleus is the fewest tokens whose mass reaches p, so a token "
-                "is dropped only when the mass before it already reaches p": top_k_filter(logits, 2),
-                "sort the probabilities (most likely first) before adding them up": logits.masked_fill(
-                    probs.cumsum(-1) - probs >= 0.8, float("-inf")),
-                "put the kept logits back in vocabulary order (scatter with the sort's indices)": top_p_filter(
-                    logits, 0.8).sort(dim=-1, descending=True).values,
-                "set the dropped logits to -inf, not 0: exp(0) = 1 still gives them probability": (
-                    expected.masked_fill(torch.isinf(expected), 0.0)),
+                Hint("keep the token that crosses p too: the nucleus is the fewest tokens whose mass reaches p, so a "
+                     "token is dropped only when the mass before it already reaches p",
+                     id="crossing-token-dropped"): top_k_filter(logits, 2),
+                Hint("sort the probabilities (most likely first) before adding them up",
+                     id="probabilities-not-sorted"): logits.masked_fill(probs.cumsum(-1) - probs >= 0.8,
+                                                                        float("-inf")),
+                Hint("put the kept logits back in vocabulary order (scatter with the sort's indices)",
+                     id="left-in-sorted-order"): top_p_filter(logits, 0.8).sort(dim=-1, descending=True).values,
+                _ZERO_FILL: expected.masked_fill(torch.isinf(expected), 0.0),
             },
         )
         ex.compare("p = 0.3 keeps only the most likely token of each row", ex.call(student_fn, logits.clone(), 0.3),
@@ -176,9 +185,10 @@ def beam_step(student_fn: Callable) -> CheckResult:
             hint="score each extension by the prefix's total plus the new token's log-probability, take the "
             "2 * beam_size best over ALL beams, set aside those ending in eos_id, keep the first beam_size others",
             mistakes={
-                "add the prefix's total log-probability to the new token's: a beam's score is the sum over all its "
-                "tokens": new_token_only[0],
-                "an extension ending in <eos> is finished: set it aside instead of keeping it as a live beam": raw[0],
+                Hint("add the prefix's total log-probability to the new token's: a beam's score is the sum over all "
+                     "its tokens", id="no-running-total"): new_token_only[0],
+                Hint("an extension ending in <eos> is finished: set it aside instead of keeping it as a live beam",
+                     id="eos-kept-alive"): raw[0],
             },
         )
         ex.compare(
@@ -186,8 +196,8 @@ def beam_step(student_fn: Callable) -> CheckResult:
             got_scores,
             kept_scores,
             hint="the live beams keep their raw total log-probability; the penalty only ranks finished hypotheses",
-            mistakes={"apply the length penalty to finished hypotheses only: live beams keep their raw totals":
-                      kept_scores / 3**alpha},
+            mistakes={Hint("apply the length penalty to finished hypotheses only: live beams keep their raw totals",
+                           id="penalty-on-live-beams"): kept_scores / 3**alpha},
         )
         ex.compare("the finished hypotheses' tokens", got_finished_tokens, finished_tokens,
                    hint="visit the candidates best first and stop once beam_size beams are kept")
@@ -198,10 +208,11 @@ def beam_step(student_fn: Callable) -> CheckResult:
             finished_scores,
             hint="length = the generated tokens, <eos> included and <bos> not",
             mistakes={
-                "divide each finished hypothesis's log-probability by length ** alpha": [
-                    s * generated**alpha for s in finished_scores],
-                "count the generated tokens only (<eos> yes, <bos> no): len(tokens) - 1": [
-                    s * generated**alpha / (generated + 1) ** alpha for s in finished_scores],
+                Hint("divide each finished hypothesis's log-probability by length ** alpha",
+                     id="no-length-penalty"): [s * generated**alpha for s in finished_scores],
+                Hint("count the generated tokens only (<eos> yes, <bos> no): len(tokens) - 1",
+                     id="bos-counted-in-length"): [s * generated**alpha / (generated + 1) ** alpha
+                                                   for s in finished_scores],
             },
         )
     return ex.result
@@ -238,6 +249,15 @@ def _unscaled(x_new, k_cache, v_cache, w_q, w_k, w_v):
     return _attend(x_new @ w_q, k, v, scale=1.0), k, v
 
 
+def _divided_by_d(x_new, k_cache, v_cache, w_q, w_k, w_v):
+    k, v = torch.cat((k_cache, x_new @ w_k), 1), torch.cat((v_cache, x_new @ w_v), 1)
+    return _attend(x_new @ w_q, k, v, scale=1.0 / x_new.shape[-1]), k, v
+
+
+_NOT_KEPT = Hint("return the grown caches (old rows plus the new one), so the next step sees every earlier position",
+                 id="cache-not-returned")
+
+
 def cached_attention_step(student_fn: Callable) -> CheckResult:
     """Check a function (x_new (batch, 1, d), k_cache, v_cache (batch, t, d), w_q, w_k, w_v (d, d)) ->
     (output (batch, 1, d), k_cache, v_cache (batch, t + 1, d)): one token of single-head causal self-attention."""
@@ -249,8 +269,8 @@ def cached_attention_step(student_fn: Callable) -> CheckResult:
         full = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, mask=causal_mask(5))[0]  # (2, 5, 4)
         got, got_k, got_v = ex.call(_cached_run, student_fn, x, w_q, w_k, w_v,
                                     description="your function, fed the 5 positions one at a time")
-        twice, not_kept, unscaled = (_cached_run(bug, x, w_q, w_k, w_v) for bug in (_appended_twice, _not_kept,
-                                                                                    _unscaled))
+        twice, not_kept, unscaled, by_d = (_cached_run(bug, x, w_q, w_k, w_v) for bug in (
+            _appended_twice, _not_kept, _unscaled, _divided_by_d))
         ex.compare(
             "outputs of 5 cached steps = one causal pass over the 5 positions",
             got,
@@ -258,17 +278,20 @@ def cached_attention_step(student_fn: Callable) -> CheckResult:
             hint="project the new token to q, k, v; append k and v to the caches; attend with q over ALL cached "
             "keys, softmax(q Kᵀ / √d) V",
             mistakes={
-                "return the grown caches (old rows plus the new one), so the next step sees every earlier "
-                "position": not_kept[0],
-                "divide the scores by √d before the softmax": unscaled[0],
+                _NOT_KEPT: not_kept[0],
+                Hint("divide the scores by √d before the softmax", id="missing-sqrt-d"): unscaled[0],
+                Hint("divide the scores by √d, not by d: the scale is the square root of the width",
+                     id="divided-by-d"): by_d[0],
             },
         )
         ex.compare("the key cache after 5 steps: each position's key once, in order", got_k, x @ w_k,
                    hint="torch.cat((k_cache, x_new @ w_k), dim=1), once per step",
-                   mistakes={"your cache holds each position twice: append the new key and value once per step "
-                             "(attending to every key twice gives the same output, so only the cache shows it)":
-                             twice[1],
-                             "return the grown cache": not_kept[1]})
+                   mistakes={Hint("your cache holds each position twice: append the new key and value once per "
+                                  "step (attending to every key twice gives the same output, so only the cache shows "
+                                  "it)", id="appended-twice"): twice[1],
+                             _NOT_KEPT: not_kept[1],
+                             Hint("cache the keys x_new @ w_k, not the inputs x_new: the cache is there so that no "
+                                  "earlier position is projected again", id="inputs-cached-not-keys"): x})
         ex.compare("the value cache after 5 steps", got_v, x @ w_v,
                    hint="torch.cat((v_cache, x_new @ w_v), dim=1), once per step")
     return ex.result
@@ -308,14 +331,16 @@ def cache_bytes(student_fn: Callable) -> CheckResult:
                 hint="per layer: keys and values (2) of every target position (self-attention) and of every source "
                 "position (cross-attention), d_model numbers each, for every sentence of the batch",
                 mistakes={
-                    "the cross-attention keys and values of the source positions are cached too, in every layer":
-                        2 * tgt_len * each,
-                    "keys AND values: count two tensors per attention": (src_len + tgt_len) * each,
-                    "every layer has its own cache: multiply by the number of layers":
+                    Hint("the cross-attention keys and values of the source positions are cached too, in every layer",
+                         id="cross-attention-not-cached"): 2 * tgt_len * each,
+                    Hint("keys AND values: count two tensors per attention", id="keys-or-values-only"):
+                        (src_len + tgt_len) * each,
+                    Hint("every layer has its own cache: multiply by the number of layers", id="layers-not-counted"):
                         2 * (src_len + tgt_len) * each // layers,
-                    "every sentence of the batch has its own rows: multiply by the batch size":
-                        2 * (src_len + tgt_len) * each // batch,
-                    "count bytes, not numbers: float32 takes 4 bytes": 2 * (src_len + tgt_len) * each // 4,
+                    Hint("every sentence of the batch has its own rows: multiply by the batch size",
+                         id="batch-not-counted"): 2 * (src_len + tgt_len) * each // batch,
+                    Hint("count bytes, not numbers: float32 takes 4 bytes", id="numbers-not-bytes"):
+                        2 * (src_len + tgt_len) * each // 4,
                 },
             )
     return ex.result

@@ -49,9 +49,11 @@ def online_softmax_step(student_fn: Callable) -> CheckResult:
             hint="return new_max, new_sum, new_accumulator",
         ):
             return ex.result
-        new_max = torch.maximum(after_a[0], scores_b.amax(-1, keepdim=True))
+        old_max, old_sum, old_accumulator = after_a
+        new_max = torch.maximum(old_max, scores_b.amax(-1, keepdim=True))
         weights = torch.exp(scores_b - new_max)
-        no_rescale_sum = after_a[1] + weights.sum(-1, keepdim=True)
+        no_rescale_sum = old_sum + weights.sum(-1, keepdim=True)
+        flipped = torch.exp(new_max - old_max)  # the rescaling factor upside down
         ex.compare(
             "the new running maximum",
             got[0],
@@ -64,7 +66,10 @@ def online_softmax_step(student_fn: Callable) -> CheckResult:
             expected[1],
             hint="multiply the old sum by exp(old_max - new_max), then add this chunk's exp(scores - new_max)",
             mistakes={
-                "rescale the old sum by exp(old_max - new_max): it was computed with the old maximum": no_rescale_sum
+                Hint("rescale the old sum by exp(old_max - new_max): it was computed with the old maximum",
+                     id="sum-not-rescaled"): no_rescale_sum,
+                Hint("the rescaling factor is exp(old_max - new_max), at most 1: yours is upside down",
+                     id="rescale-sign-flipped"): old_sum * flipped + weights.sum(-1, keepdim=True),
             },
         )
         ex.compare(
@@ -72,7 +77,12 @@ def online_softmax_step(student_fn: Callable) -> CheckResult:
             got[2],
             expected[2],
             hint="rescale the old accumulator like the sum, then add exp(scores - new_max) @ values",
-            mistakes={"rescale the old accumulator by exp(old_max - new_max) too": after_a[2] + weights @ values_b},
+            mistakes={
+                Hint("rescale the old accumulator by exp(old_max - new_max) too", id="accumulator-not-rescaled"):
+                    old_accumulator + weights @ values_b,
+                Hint("keep the accumulator unnormalised: divide by the running sum only once, after the last chunk",
+                     id="accumulator-normalised-early"): expected[2] / expected[1],
+            },
         )
         output = got[2] / got[1]
         exact, _ = scaled_dot_product_attention(
@@ -100,16 +110,24 @@ def decoder_only_mask(student_fn: Callable) -> CheckResult:
             expected,
             hint="combine causal_mask(T) (T, T) and the key padding mask (batch, 1, 1, T) with &",
             mistakes={
-                "hide the padding keys too: combine the causal mask with the padding mask": causal,
-                "a GPT must not see the future: combine the padding mask with the causal mask": padding,
-                "True means allowed: your mask is inverted": ~expected,
-                "the future lies above the diagonal (queries are rows): keep the lower triangle": causal.transpose(
-                    -2, -1
-                )
-                & padding,
+                Hint("hide the padding keys too: combine the causal mask with the padding mask",
+                     id="padding-not-masked"): causal,
+                Hint("a GPT must not see the future: combine the padding mask with the causal mask",
+                     id="causal-mask-missing"): padding,
+                Hint("True means allowed: your mask is inverted", id="mask-inverted"): ~expected,
+                Hint("the future lies above the diagonal (queries are rows): keep the lower triangle",
+                     id="upper-triangle-kept"): causal.transpose(-2, -1) & padding,
+                Hint("hide the padding KEYS (the last axis, shape (batch, 1, 1, T)), not the padded queries' rows",
+                     id="padding-on-queries"): causal & padding.transpose(-2, -1),
             },
         )
     return ex.result
+
+
+BITS = Hint("use the natural logarithm (nats), not log2 (bits)", id="bits-not-nats")
+NO_SMOOTHING = Hint("add one to every count (add-one smoothing) before dividing", id="no-add-one-smoothing")
+NO_VOCABULARY_IN_DENOMINATOR = Hint("with add-one smoothing, add the vocabulary size (3) to the denominator too, so "
+                                    "that the probabilities still sum to 1", id="smoothing-denominator-unchanged")
 
 
 def _small_text() -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,12 +165,21 @@ def baseline_predictions(student_fn: Callable) -> CheckResult:
             "bigram": "P(next | previous) = (count of the pair + 1) / (count of pairs starting with previous + 3); "
             "average -ln P over the 3 held-out pairs",
         }
+        # add-one smoothing with the vocabulary size left out of the denominator: (count + 1) / count of contexts
+        counts, pairs = torch.bincount(train, minlength=3).double(), torch.zeros(3, 3, dtype=torch.float64)
+        pairs.index_put_((train[:-1], train[1:]), torch.ones(len(train) - 1, dtype=torch.float64), accumulate=True)
+        plain_denominator = {
+            "unigram": -((counts[valid] + 1) / len(train)).log().mean().item(),
+            "bigram": -((pairs[valid[:-1], valid[1:]] + 1) / pairs.sum(1)[valid[:-1]]).log().mean().item(),
+        }
         for name in names:
-            mistakes = {"use the natural logarithm (nats), not log2 (bits)": expected[name] / math.log(2)}
+            mistakes = {BITS: expected[name] / math.log(2)}
             if name in unsmoothed:
-                mistakes["add one to every count (add-one smoothing) before dividing"] = unsmoothed[name]
+                mistakes[NO_SMOOTHING] = unsmoothed[name]
+                mistakes[NO_VOCABULARY_IN_DENOMINATOR] = plain_denominator[name]
             if name == "bigram":
-                mistakes["4 held-out characters give 3 pairs: divide by 3, not 4"] = every_position
+                mistakes[Hint("4 held-out characters give 3 pairs: divide by 3, not 4",
+                              id="averaged-over-characters-not-pairs")] = every_position
             ex.compare(
                 f"your predicted {name} loss", torch.tensor(float(got[name]), dtype=torch.float64),
                 torch.tensor(expected[name], dtype=torch.float64), hint=hints[name], mistakes=mistakes, atol=1e-3,
@@ -181,13 +208,15 @@ def cached_next_logits(student_fn: Callable) -> CheckResult:
                     model(tokens[:, :seen], cache=each)
             got = ex.call(student_fn, model, cache, tokens)
             mistakes = {
-                "with a cache, feed only the tokens it has not seen: tokens[:, len(cache):]":
-                    model(tokens, cache=twin)[:, -1],
-                "return the last position only, shaped (batch, V): [:, -1], not [:, -1:]": expected[:, None],
+                Hint("with a cache, feed only the tokens it has not seen: tokens[:, len(cache):]",
+                     id="seen-tokens-fed-again"): model(tokens, cache=twin)[:, -1],
+                Hint("return the last position only, shaped (batch, V): [:, -1], not [:, -1:]",
+                     id="position-axis-kept"): expected[:, None],
             }
             if not seen:
-                mistakes["on the first call the cache is empty and the whole prompt is new: feed "
-                         "tokens[:, len(cache):], not tokens[:, -1:]"] = model(tokens[:, -1:])[:, -1]
+                mistakes[Hint("on the first call the cache is empty and the whole prompt is new: feed "
+                              "tokens[:, len(cache):], not tokens[:, -1:]", id="prompt-not-fed")] = (
+                    model(tokens[:, -1:])[:, -1])
             ex.compare(
                 f"the next logits at {situation}", got, expected, mistakes=mistakes,
                 hint="feed tokens[:, len(cache):] with cache=cache and return the last position, shaped (batch, V)",
@@ -196,7 +225,8 @@ def cached_next_logits(student_fn: Callable) -> CheckResult:
                 f"after {situation} the cache holds all 6 positions",
                 len(cache) == 6,
                 problem=f"it holds {len(cache)}",
-                hint="call the model with cache=cache, so that it appends the new keys and values",
+                hint=Hint("call the model with cache=cache, so that it appends the new keys and values",
+                          id="cache-not-passed"),
             )
     return ex.result
 
@@ -222,8 +252,13 @@ def stopping_step(student_fn: Callable) -> CheckResult:
                 f"the stopping step of {which}", torch.tensor(got), torch.tensor(history.best_step()),
                 hint="the step whose held-out loss is lowest",
                 mistakes={
-                    "the training loss always falls: read the held-out loss": history.eval_steps[-1],
-                    "return the step (eval_steps[i]), not the index i": best_index,
+                    Hint("the training loss always falls: read the held-out loss", id="training-loss-read"):
+                        history.eval_steps[history.train_loss.index(min(history.train_loss))],
+                    Hint("return the step (eval_steps[i]), not the index i", id="index-not-step"): best_index,
+                    Hint("return the step at which the held-out loss is lowest, not that loss",
+                         id="loss-not-step"): min(history.valid_loss),
+                    Hint("early stopping keeps the LOWEST held-out loss: argmin, not argmax",
+                         id="argmax-not-argmin"): history.eval_steps[history.valid_loss.index(max(history.valid_loss))],
                 },
             )
     return ex.result
@@ -256,9 +291,11 @@ def scaling_fit(student_fn: Callable) -> CheckResult:
             hint=Hint(idea="alpha is minus the slope of the straight line through (log N, log L)",
                       code="slope, intercept = np.polyfit(np.log(params), np.log(losses), 1); alpha = -slope"),
             mistakes={
-                "the loss falls, so the slope is negative: alpha is minus the slope": slope,
-                "fit the line through the logarithms of both, not through N and L themselves": -linear_slope,
-                "the line predicts log L from log N: log N goes first in np.polyfit": -swapped_slope,
+                Hint("the loss falls, so the slope is negative: alpha is minus the slope", id="slope-sign-kept"): slope,
+                Hint("fit the line through the logarithms of both, not through N and L themselves",
+                     id="fit-not-log-log"): -linear_slope,
+                Hint("the line predicts log L from log N: log N goes first in np.polyfit", id="axes-swapped"):
+                    -swapped_slope,
             },
         )
         ex.compare(
@@ -266,9 +303,10 @@ def scaling_fit(student_fn: Callable) -> CheckResult:
             hint=Hint(idea="a is the loss the line gives at N = 1: undo the logarithm of the intercept",
                       code="a = np.exp(intercept) (with natural logarithms)"),
             mistakes={
-                "the intercept is log a, not a: undo the logarithm": math.log(scale),
-                "undo the logarithm you took: 10**intercept after np.log10, np.exp after np.log": math.exp(
-                    log10_intercept),
+                Hint("the intercept is log a, not a: undo the logarithm", id="intercept-not-exponentiated"):
+                    math.log(scale),
+                Hint("undo the logarithm you took: 10**intercept after np.log10, np.exp after np.log",
+                     id="log-base-mismatch"): math.exp(log10_intercept),
             },
         )
     return ex.result
