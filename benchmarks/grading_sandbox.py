@@ -2,7 +2,8 @@
 
 The class is lesson 01's assignment handed in N times (default 30): solved, untouched, one wrong answer, another
 wrong answer, a syntax error and a renamed function, in turn. It is graded twice in one run with the same settings
-as ``course.py grade`` (2 at a time, default timeouts): in the bubblewrap sandbox, then without one. Last line:
+as ``course.py grade`` (2 at a time, default timeouts), the gradebook, class report and feedback files written each
+time: in the bubblewrap sandbox, then without one. Last line:
 ``sandboxed_s=… unsandboxed_s=… overhead_per_submission_s=… sandbox_start_ms=… goal_met=…``; the goal is the
 whole class in at most 180 s with the sandbox (``--quick``: 4 submissions, never fails on the goal).
 Run: ``python benchmarks/grading_sandbox.py`` (Linux with bubblewrap).
@@ -21,24 +22,19 @@ from pathlib import Path
 import nbformat
 
 from course_tools import SOLUTIONS_DIR
+from course_tools.demo_class import with_body
 from course_tools.exercises import render_exercise
 from course_tools.grading.assignments import load_assignments
+from course_tools.grading.class_report import write_class_report
 from course_tools.grading.class_run import grade_class
+from course_tools.grading.feedback_files import write_feedback
+from course_tools.grading.gradebook import build_rows, write_gradebook
 from course_tools.grading.isolation import Isolation, bubblewrap_arguments, find_isolation
 from course_tools.grading.kernel import KernelSettings
-from course_tools.grading.solution_format import BEGIN_SOLUTION, strip_solutions
 from course_tools.grading.submissions import read_submissions
 
 ASSIGNMENT = "01_similarity_exercises"
 GOAL_S = 180.0
-
-
-def with_body(nb: nbformat.NotebookNode, function: str, body: str) -> nbformat.NotebookNode:
-    """A copy of ``nb`` whose ``function`` has ``body`` in place of its marked solution."""
-    nb = nbformat.from_dict(nb)
-    cell = next(c for c in nb.cells if f"def {function}(" in c.source and BEGIN_SOLUTION in c.source)
-    cell.source = strip_solutions(cell.source, replacement=[body])
-    return nb
 
 
 def write_class(folder: Path, count: int) -> list[Path]:
@@ -62,6 +58,11 @@ def seconds_to_grade(paths: list[Path], isolation: Isolation, jobs: int) -> floa
     submissions = read_submissions(paths, load_assignments(), None)
     started = time.perf_counter()
     grades = grade_class(submissions, KernelSettings(threads=1), isolation, jobs=jobs, progress=False)
+    with tempfile.TemporaryDirectory() as out:
+        rows = build_rows(grades)
+        write_gradebook(rows, Path(out))
+        write_class_report(rows, Path(out))
+        write_feedback(rows, Path(out))
     seconds = time.perf_counter() - started
     assert all(g.isolation == isolation.name for g in grades)
     return seconds
