@@ -47,7 +47,8 @@ class GPTConfig:
 
     ``activation``: the feed-forward non-linearity, a key of ``ACTIVATIONS``; ``bias``: biases in the attention and
     feed-forward linear layers; ``tie_output``: the output layer reuses the token embedding matrix (as GPT-2);
-    ``layer_norm_eps``: the ε every LayerNorm adds to the variance.
+    ``layer_norm_eps``: the ε every LayerNorm adds to the variance; ``feed_forward=False``: blocks without their
+    feed-forward sub-layer, an attention-only model (lesson 13), so ``d_ff`` and ``activation`` go unused.
     """
 
     vocab_size: int
@@ -61,6 +62,7 @@ class GPTConfig:
     bias: bool = True
     tie_output: bool = False
     layer_norm_eps: float = 1e-5
+    feed_forward: bool = True
 
     def __post_init__(self) -> None:
         for name, fix in (("vocab_size", "len(tokenizer)"), ("block_size", "the context length, e.g. 64")):
@@ -108,20 +110,23 @@ class CausalSelfAttention(MultiHeadAttention):
 
 
 class Block(nn.Module):
-    """One GPT block, pre-LN: ``x + attention(norm1(x))``, then ``x + feed_forward(norm2(x))``."""
+    """One GPT block, pre-LN: ``x + attention(norm1(x))``, then ``x + feed_forward(norm2(x))``; with
+    ``config.feed_forward=False`` the attention sub-layer alone (no ``linear1``, ``linear2``, ``norm2``)."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         c = config
         self.self_attn = CausalSelfAttention(c.d_model, c.num_heads, c.dropout, c.bias)
-        self.linear1 = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
-        self.linear2 = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
-        self.activation = ACTIVATIONS[c.activation]
-        self.dropout = nn.Dropout(c.dropout)  # on the feed-forward hidden layer, as in EncoderLayer
+        self.has_feed_forward = c.feed_forward
+        if c.feed_forward:
+            self.linear1 = nn.Linear(c.d_model, c.d_ff, bias=c.bias)
+            self.linear2 = nn.Linear(c.d_ff, c.d_model, bias=c.bias)
+            self.activation = ACTIVATIONS[c.activation]
+            self.dropout = nn.Dropout(c.dropout)  # on the feed-forward hidden layer, as in EncoderLayer
         self.norm1 = LayerNorm(c.d_model, c.layer_norm_eps)
-        self.norm2 = LayerNorm(c.d_model, c.layer_norm_eps)
+        self.norm2 = LayerNorm(c.d_model, c.layer_norm_eps) if c.feed_forward else None
         self.dropout1 = nn.Dropout(c.dropout)  # on each sub-layer's output
-        self.dropout2 = nn.Dropout(c.dropout)
+        self.dropout2 = nn.Dropout(c.dropout) if c.feed_forward else None
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """(batch, T, d_model) -> (batch, T, d_model); ``cache``: this block's keys and values of earlier positions."""
@@ -133,6 +138,8 @@ class Block(nn.Module):
             return self.linear2(self.dropout(self.activation(self.linear1(h))))  # hidden (batch, T, d_ff)
 
         x = residual_connection(x, self_attention, self.norm1, self.dropout1, norm_first=True)
+        if not self.has_feed_forward:
+            return x  # an attention-only block
         return residual_connection(x, feed_forward, self.norm2, self.dropout2, norm_first=True)
 
 

@@ -1,0 +1,179 @@
+"""Looking inside a trained GPT with PyTorch's forward hooks: attention patterns, the residual stream, the logit lens,
+head ablation and activation patching. No interpretability library: each function registers a hook on one of the
+course's modules (``register_forward_hook`` / ``register_forward_pre_hook``), runs the model once and removes it.
+
+Where the model's numbers live (a pre-LN ``GPT``, lesson 11):
+
+- the **residual stream** (lesson 04) after the embeddings is the output of ``model.dropout`` (token + position
+  embedding); after block l it is the output of ``model.blocks[l]``. ``residual_stream`` returns the
+  ``num_layers + 1`` snapshots, index 0 = embeddings, index l + 1 = after block l.
+- each head's output is a slice of the input of ``self_attn.out_proj``: ``merge_heads`` lays the heads' outputs side
+  by side, head h in features ``h * d_head … (h + 1) * d_head``, before ``W^O`` mixes them. Ablating head h replaces
+  that slice (``ablate_heads``).
+
+Shape legend: batch, T = positions, d_model = model width, heads, d_head = d_model / heads, V = vocabulary size,
+layers = number of blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+
+from .gpt import GPT
+from .multi_head import record_attention
+
+ABLATIONS = ("zero", "mean")
+
+
+def attention_patterns(model: GPT, tokens: torch.Tensor) -> torch.Tensor:
+    """Every head's attention weights on ``tokens`` (batch, T): (layers, batch, heads, T, T), rows sum to 1.
+
+    ``record_attention`` (lesson 06's module) runs the model once with forward hooks that ask each block's attention
+    for its weights (the readable path of lesson 03) and keep them.
+    """
+    recorded = record_attention(model, tokens)  # {"blocks.0.self_attn": (batch, heads, T, T), …}
+    return torch.stack([recorded[f"blocks.{layer}.self_attn"] for layer in range(len(model.blocks))])
+
+
+@torch.no_grad()
+def residual_stream(model: GPT, tokens: torch.Tensor) -> torch.Tensor:
+    """The residual stream at every depth: (layers + 1, batch, T, d_model); index 0 holds the embeddings, index
+    l + 1 the stream after block l (the last one is what the final LayerNorm and the head read)."""
+    snapshots: list[torch.Tensor] = []
+    record = lambda module, args, output: snapshots.append(output)  # noqa: E731
+    handles = [model.dropout.register_forward_hook(record)]
+    handles += [block.register_forward_hook(record) for block in model.blocks]
+    try:
+        model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return torch.stack(snapshots)  # (layers + 1, batch, T, d_model)
+
+
+def logit_lens(model: GPT, residual: torch.Tensor) -> torch.Tensor:
+    """Unembed any residual stream as if it were the last: the final LayerNorm, then the head.
+
+    ``residual``: (…, d_model) -> logits (…, V). On the stream after the last block this is the model's own output.
+    """
+    return model.head(model.final_norm(residual))  # (…, V)
+
+
+def token_ranks(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The rank of each target among the logits, 0 = the top prediction: logits (…, V), targets (…) -> (…) long;
+    targets broadcast over leading dimensions (e.g. one row of targets for the logits of every depth).
+
+    Ties count against the target (it ranks below every token with an equal logit), so a flat prediction never
+    reads as a correct one.
+    """
+    targets = targets.expand(logits.shape[:-1])  # (…)
+    target_logit = logits.gather(-1, targets[..., None])  # (…, 1)
+    return (logits >= target_logit).sum(-1) - 1  # (…)
+
+
+def head_output_means(model: GPT, tokens: torch.Tensor) -> torch.Tensor:
+    """Each head's output averaged over the batch and the positions of ``tokens``: (layers, heads, d_head), the
+    values mean-ablation puts in place of a head's output."""
+    heads, d_head = model.config.num_heads, model.config.d_model // model.config.num_heads
+    means: list[torch.Tensor] = []
+    record = lambda module, args: means.append(args[0].mean(dim=(0, 1)).view(heads, d_head))  # noqa: E731
+    handles = [block.self_attn.out_proj.register_forward_pre_hook(record) for block in model.blocks]
+    try:
+        with torch.no_grad():
+            model(tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return torch.stack(means)  # (layers, heads, d_head)
+
+
+@contextmanager
+def ablate_heads(
+    model: GPT, heads: Iterable[tuple[int, int]], kind: str = "mean", means: torch.Tensor | None = None
+) -> Iterator[GPT]:
+    """Inside the ``with`` block, the listed ``(layer, head)`` pairs are ablated in every forward pass of ``model``.
+
+    ``kind="zero"`` sets the head's output to 0; ``kind="mean"`` to its mean output ``means`` (from
+    :func:`head_output_means`, computed on typical inputs): the head then carries no information about the sequence
+    but still adds its usual, constant contribution, so the rest of the model sees a stream of the size it was
+    trained on. A forward pre-hook on ``out_proj`` rewrites the head's slice of its input.
+    """
+    if kind not in ABLATIONS:
+        raise ValueError(f"kind={kind!r} is unknown: choose one of {ABLATIONS}")
+    if kind == "mean" and means is None:
+        raise ValueError("mean-ablation needs the heads' mean outputs: pass means=head_output_means(model, tokens)")
+    num_layers, num_heads = model.config.num_layers, model.config.num_heads
+    d_head = model.config.d_model // num_heads
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        if not (0 <= layer < num_layers and 0 <= head < num_heads):
+            raise ValueError(f"head ({layer}, {head}) does not exist: the model has layers 0..{num_layers - 1} "
+                             f"and heads 0..{num_heads - 1}")
+        by_layer.setdefault(layer, []).append(head)
+
+    def hook_for(layer: int):
+        def replace(module, args):
+            merged = args[0].clone()  # (batch, T, d_model): the heads' outputs side by side
+            for head in by_layer[layer]:
+                part = slice(head * d_head, (head + 1) * d_head)
+                merged[..., part] = 0.0 if kind == "zero" else means[layer, head]  # (d_head,) broadcast
+            return (merged,)
+        return replace
+
+    handles = [model.blocks[layer].self_attn.out_proj.register_forward_pre_hook(hook_for(layer)) for layer in by_layer]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@torch.no_grad()
+def patched_logits(
+    model: GPT, tokens: torch.Tensor, depth: int, position: int, replacement: torch.Tensor
+) -> torch.Tensor:
+    """Activation patching: run ``tokens`` (batch, T) but overwrite the residual stream at one ``depth`` (0 = the
+    embeddings, l + 1 = after block l, as in :func:`residual_stream`) and one ``position`` with ``replacement``
+    (batch, d_model), usually the same place of another run. Returns the logits (batch, T, V)."""
+    modules = [model.dropout, *model.blocks]
+    if not 0 <= depth < len(modules):
+        raise ValueError(f"depth={depth} does not exist: 0 is the embeddings, 1..{len(modules) - 1} the outputs "
+                         "of the blocks")
+
+    def overwrite(module, args, output):
+        output = output.clone()
+        output[:, position] = replacement  # (batch, d_model)
+        return output
+
+    handle = modules[depth].register_forward_hook(overwrite)
+    try:
+        return model(tokens)
+    finally:
+        handle.remove()
+
+
+@torch.no_grad()
+def trace_residual(
+    model: GPT, clean: torch.Tensor, corrupted: torch.Tensor, position: int, target: torch.Tensor
+) -> torch.Tensor:
+    """Causal tracing over the residual stream: for every depth and every position, patch the clean run's stream
+    into the corrupted run and measure the log-probability of ``target`` (batch,) predicted at ``position``.
+
+    ``clean``/``corrupted``: (batch, T) token ids that differ in a few positions. Returns (layers + 1, T): the mean
+    over the batch of log p(target), one patch at a time; places where patching restores the clean value carry the
+    information that the corruption removed.
+    """
+    clean_stream = residual_stream(model, clean)  # (layers + 1, batch, T, d_model)
+    rows = []
+    for depth in range(clean_stream.shape[0]):
+        row = []
+        for pos in range(clean.shape[1]):
+            logits = patched_logits(model, corrupted, depth, pos, clean_stream[depth, :, pos])  # (batch, T, V)
+            log_probs = F.log_softmax(logits[:, position], dim=-1)  # (batch, V)
+            row.append(log_probs.gather(-1, target[:, None]).mean())
+        rows.append(torch.stack(row))
+    return torch.stack(rows)  # (layers + 1, T)

@@ -1,0 +1,122 @@
+"""Lesson 13 views: the loss of each half during training, every head's attention pattern, a table of scores, the
+logit lens's ranks by depth, and a widget to find the induction head by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..gpt import GPT
+from ..induction import SYMBOLS, InductionHistory, encode_symbols, induction_score, previous_token_score
+from ..interpret import attention_patterns
+from .plots import heatmap
+from .widget import LessonWidget, State
+
+
+def half_loss_curves(history: InductionHistory, uniform: float, window: int = 25, ax: plt.Axes | None = None):
+    """Each half's loss at every training step (a moving mean over ``window`` steps), with ln V dotted."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    kernel = np.ones(window) / window
+    for losses, label in ((history.first_half, "first half (random tokens)"),
+                          (history.repeated_half, "repeated half")):
+        smooth = np.convolve(losses, kernel, mode="valid")
+        ax.plot(np.arange(window, len(losses) + 1), smooth, label=label)
+    ax.axhline(uniform, linestyle=":", color="tab:gray", label=f"uniform guess, ln V = {uniform:.2f}")
+    ax.set_title(f"Loss on each half during training (mean of the last {window} steps)")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy (nats per token)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def all_head_patterns(weights: torch.Tensor, labels: Sequence[str], title: str) -> Figure:
+    """One small heatmap per head: ``weights`` (layers, heads, T, T) of one sequence, rows = queries."""
+    layers, heads = weights.shape[:2]
+    figure, axes = plt.subplots(layers, heads, figsize=(2.8 * heads, 2.9 * layers), squeeze=False)
+    for layer in range(layers):
+        for head in range(heads):
+            heatmap(weights[layer, head], labels, labels, f"layer {layer}, head {head}", "key", "query",
+                    ax=axes[layer, head], annotate=False, vmin=0.0, vmax=1.0, colorbar=False)
+            axes[layer, head].tick_params(labelsize=6)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def score_table(previous: torch.Tensor, induction: torch.Tensor, ax: plt.Axes | None = None) -> plt.Axes:
+    """Both scores of every head, (layers, heads) each, side by side as heatmaps on one colour scale."""
+    if ax is None:
+        _, ax = plt.subplots(1, 2, figsize=(8, 2.6))
+    layers, heads = previous.shape
+    rows, cols = [f"layer {i}" for i in range(layers)], [f"head {h}" for h in range(heads)]
+    heatmap(previous, rows, cols, "previous-token score", "head", "layer", ax=ax[0], vmin=0, vmax=1)
+    heatmap(induction, rows, cols, "induction score", "head", "layer", ax=ax[1], vmin=0, vmax=1)
+    ax[0].figure.tight_layout()
+    return ax
+
+
+def rank_by_depth(ranks: torch.Tensor, title: str, ax: plt.Axes | None = None) -> plt.Axes:
+    """The median and the share of top-1 ranks of the correct next token at each depth: ``ranks``
+    (depths, positions) long, depth 0 = the embeddings."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.4))
+    depths = np.arange(ranks.shape[0])
+    ax.plot(depths, ranks.float().median(dim=1).values.numpy(), "o-", label="median rank (0 = top prediction)")
+    ax.set_xticks(depths, ["embeddings", *[f"after block {i}" for i in range(ranks.shape[0] - 1)]],
+                  rotation=30 if ranks.shape[0] > 4 else 0)
+    ax.set_yscale("symlog")
+    ax.set_title(title)
+    ax.set_ylabel("rank of the correct next token")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def induction_head_widget(model: GPT, text: str = "kqzfwmkqzfwm", layer: int = 0, head: int = 0) -> LessonWidget:
+    """Pick a layer and a head and type a sequence (each character one token: ``a``-``z``, ``A``-``Z``, ``0``-``9``,
+    ``.``, ``!``); shows that head's attention pattern on it and its two scores.
+
+    The previous-token score is the mean weight on the key just before each query; the induction score the mean
+    weight on the key after an earlier occurrence of the query's token, over the queries whose token occurred before
+    (none: "no repeat"). Characters the model has no token for are dropped, and the text is cut to the model's
+    context. ``.controls``: ``"layer"``, ``"head"``, ``"text"``; ``.state``: ``"tokens"`` (the characters used),
+    ``"weights"`` (T, T), ``"previous"``, ``"induction"`` (None without a repeat), ``"dropped"``.
+    """
+    config = model.config
+    allowed = SYMBOLS[: config.vocab_size]
+    controls = {
+        "layer": widgets.IntSlider(value=layer, min=0, max=config.num_layers - 1, description="layer"),
+        "head": widgets.IntSlider(value=head, min=0, max=config.num_heads - 1, description="head"),
+        "text": widgets.Text(value=text, description="sequence", continuous_update=False),
+    }
+
+    def compute(values: dict[str, Any]) -> State:
+        kept = "".join(char for char in values["text"] if char in allowed)[: config.block_size]
+        dropped = len(values["text"]) - len(kept)
+        if len(kept) < 2:
+            kept = (kept + "ab")[:2] if len(kept) == 1 else "ab"
+        tokens = encode_symbols(kept, config.vocab_size)[None]  # (1, T)
+        weights = attention_patterns(model, tokens)[values["layer"], :, values["head"]]  # (1, T, T)
+        previous = previous_token_score(weights[:, None]).item()
+        try:
+            induction = induction_score(weights[:, None], tokens).item()
+        except ValueError:  # no token occurs twice
+            induction = None
+        return {**values, "tokens": kept, "weights": weights[0], "previous": previous, "induction": induction,
+                "induction_text": "no repeat" if induction is None else f"{induction:.2f}", "dropped": dropped}
+
+    def draw(state: State, figure: Figure) -> None:
+        ax = figure.subplots()
+        labels = list(state["tokens"])
+        heatmap(state["weights"], labels, labels, f"layer {state['layer']}, head {state['head']}: attention weights",
+                "key (attended to)", "query", ax=ax, annotate=len(labels) <= 12, vmin=0.0, vmax=1.0)
+
+    readout = ("previous-token score <b>{previous:.2f}</b>, induction score <b>{induction_text}</b> "
+               "({dropped} character(s) dropped)")
+    return LessonWidget(controls, compute, readout, draw, figsize=(6.0, 5.0))
