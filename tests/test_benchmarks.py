@@ -58,3 +58,21 @@ def test_grading_benchmark_grades_the_class_with_and_without_the_sandbox():
     values = last_line_values("grading_sandbox.py")
     assert int(values["submissions"]) == 4
     assert float(values["sandboxed_s"]) > 0 and float(values["unsandboxed_s"]) > 0
+
+
+def test_speculative_decoding_reports_speedup_and_identical_tokens():
+    values = last_line_values("speculative_decoding.py")
+    assert float(values["smallest_gap"]) > 1e-9  # float64: no near-tie the two code paths could break apart
+    assert values["identical"] == "true"
+    assert float(values["speedup"]) > 0 and int(values["best_k"]) in {1, 2, 4}
+
+
+def test_int8_weights_report_memory_and_loss():
+    values = last_line_values("int8_weights.py")
+    assert 0.25 < float(values["memory_ratio"]) <= 0.3  # int8 values plus one float32 scale per row
+    assert abs(float(values["loss_increase"])) < 0.05 and float(values["val_loss"]) > 0
+
+
+def test_data_parallel_reports_the_step_time_ratio():
+    values = last_line_values("data_parallel.py")
+    assert float(values["step_ratio"]) > 0 and int(values["steps"]) == 3

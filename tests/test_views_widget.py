@@ -22,19 +22,43 @@ VIEWS_DIR = Path(transformer_lib.views.__file__).parent
 SHARED_MODULES = {"__init__", "plots", "widget"}  # not tied to one lesson
 # One call per builder, with small inputs; test_every_builder_is_driven_here keeps this list complete.
 BUILDERS = {
-    "softmax_temperature_widget": ("start_here", lambda m: m.softmax_temperature_widget()),
+    "pipeline_widget": ("start_here", lambda m: m.pipeline_widget()),
     "vector_angle_widget": ("similarity", lambda m: m.vector_angle_widget()),
-    "attention_scores_widget": ("attention_scores", lambda m: m.attention_scores_widget(["a", "b", "c"],
-                                                                                         torch.eye(3) + 0.5)),
-    "attention_heatmap_widget": ("queries_keys_values", lambda m: m.attention_heatmap_widget(
-        ["a", "b", "c"], torch.arange(12.0).reshape(3, 4) / 10, torch.arange(12.0).flip(0).reshape(3, 4) / 10)),
+    "attention_scores_widget": ("attention_scores", lambda m: m.attention_scores_widget(
+        ["a", "b", "c"], torch.eye(3) + 0.5, ["a b c", "c a"])),
     "positional_encoding_widget": ("positional_encoding", lambda m: m.positional_encoding_widget()),
     "masking_widget": ("masking", lambda m: m.masking_widget()),
-    "head_widget": ("multi_head_attention", lambda m: m.head_widget(
-        torch.arange(18.0).reshape(2, 3, 3).softmax(-1), ["a", "b", "c"])),
+    "scaling_widget": ("queries_keys_values", lambda m: m.scaling_widget(d_k=8)),
+    "translator_heads_widget": ("multi_head_attention", lambda m: m.translator_heads_widget(*tiny_translator())),
     "sampling_widget": ("decoding", lambda m: m.sampling_widget(torch.tensor([2.0, 1.0, 0.0, -1.0]), list("abcd"))),
     "attention_memory_widget": ("gpt_and_scaling", lambda m: m.attention_memory_widget()),
+    "speculative_widget": ("faster_and_bigger", lambda m: m.speculative_widget()),
+    "bpe_merges_widget": ("gpt2_and_llms", lambda m: m.bpe_merges_widget("low lower lowest", max_merges=8)),
+    "gradient_depth_widget": ("encoder_decoder_blocks", lambda m: m.gradient_depth_widget(num_layers=2, max_layers=3)),
+    "encoder_decoder_masks_widget": ("transformer", lambda m: m.encoder_decoder_masks_widget()),
+    "induction_head_widget": ("inside_a_trained_model", lambda m: m.induction_head_widget(tiny_attention_only_gpt())),
 }
+
+
+def tiny_attention_only_gpt():
+    """An untrained attention-only GPT over lesson 13's 64 symbols: enough for its widget to show a head."""
+    from transformer_lib import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=64, block_size=32, d_model=16, num_heads=2, num_layers=2,
+                         feed_forward=False)).eval()
+
+
+def tiny_translator():
+    """An untrained translator of a few sentences: enough for the lesson 06 widget to show its heads."""
+    from transformer_lib import Transformer, TransformerConfig, make_translation_task
+
+    task = make_translation_task(num_train=20, num_valid=2, num_test=4, num_unseen=0)
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(
+        src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab), d_model=8, num_heads=2,
+        num_encoder_layers=1, num_decoder_layers=1, d_ff=16, dropout=0.0, max_len=32, share_embeddings=False,
+    )), task, task.test[:2]
 
 
 def view_modules() -> list[str]:
@@ -56,6 +80,8 @@ def another_value(control: widgets.ValueWidget):
     """A valid value for ``control`` other than its current one."""
     if isinstance(control, widgets.Checkbox):
         return not control.value
+    if isinstance(control, widgets.Text):
+        return control.value + " and newer words"
     if isinstance(control, widgets.Dropdown):
         values = [option[1] if isinstance(option, tuple) else option for option in control.options]
         return next(v for v in values if v != control.value)

@@ -9,11 +9,28 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 Modules, in the order the lessons introduce them: device and device_check (00), similarity (01), attention (02-03),
 positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
 checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and losses are the last
-sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama (12).
+sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama (12), induction
+and interpret (13), speculative, quantization and distributed (14; distributed is imported from its module, not
+re-exported here).
 """
 
-from .attention import entropy_bits, scaled_dot_product_attention, softmax
-from .bpe import SPLIT_PATTERN, BPETokenizer, bytes_to_unicode, merge_pair, pair_counts, pretokenize, train_bpe
+from .attention import (
+    additive_attention_scores,
+    entropy_bits,
+    scaled_dot_product_attention,
+    softmax,
+    unit_variance_scores,
+)
+from .bpe import (
+    SPLIT_PATTERN,
+    BPETokenizer,
+    bpe_merge_steps,
+    bytes_to_unicode,
+    merge_pair,
+    pair_counts,
+    pretokenize,
+    train_bpe,
+)
 from .checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
 from .chunked_attention import chunked_attention, online_softmax_update
 from .data import (
@@ -49,6 +66,7 @@ from .device_check import DeviceCheckResult, DeviceTarget, check_device
 from .evaluation import (
     baseline_losses,
     bigram_probabilities,
+    bleu,
     chrf,
     evaluate_lm_loss,
     exact_match,
@@ -57,7 +75,37 @@ from .evaluation import (
 )
 from .gpt import GPT, Block, CausalSelfAttention, GPTCache, GPTConfig
 from .hub import load_hf_gpt2
-from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm, residual_connection
+from .induction import (
+    InductionHistory,
+    InductionRecipe,
+    encode_symbols,
+    half_losses,
+    induction_score,
+    induction_targets,
+    phase_change_step,
+    previous_token_score,
+    repeated_tokens,
+    train_induction_model,
+    uniform_loss,
+)
+from .interpret import (
+    ablate_heads,
+    attention_patterns,
+    head_output_means,
+    logit_lens,
+    patched_logits,
+    residual_stream,
+    token_ranks,
+    trace_residual,
+)
+from .layers import (
+    DecoderLayer,
+    DecoderLayerCache,
+    EncoderLayer,
+    LayerNorm,
+    feed_forward_gradient_norms,
+    residual_connection,
+)
 from .llama import (
     GroupedQueryAttention,
     Llama,
@@ -78,9 +126,10 @@ from .model import (
     TransformerConfig,
     count_parameters,
     cross_attention_weights,
+    encoder_decoder_masks,
     parameter_breakdown,
 )
-from .multi_head import KVCache, MultiHeadAttention, merge_heads, split_heads
+from .multi_head import KVCache, MultiHeadAttention, merge_heads, record_attention, split_heads
 from .positions import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -90,9 +139,19 @@ from .positions import (
     shift_rotation,
     sinusoidal_encoding,
 )
-from .recipes import train_translation_model, translation_model_config
-from .scaling import fit_power_law, score_memory_mib
+from .quantization import Int8Linear, dequantize_int8, quantize_int8, quantize_linear_layers, state_nbytes
+from .recipes import CharGPTRun, char_gpt_config, train_char_gpt, train_translation_model, translation_model_config
+from .scaling import fit_power_law, non_embedding_parameters, score_memory_mib
 from .similarity import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
+from .speculative import (
+    SpeculativeResult,
+    acceptance_probability,
+    expected_tokens_per_call,
+    residual_distribution,
+    speculative_accept,
+    speculative_generate,
+    speculative_token_distribution,
+)
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
     LMHistory,
@@ -119,9 +178,11 @@ __all__ = [
     "vector_from_polar",
     "word_feature_table",
     # lessons 02-03: attention
+    "additive_attention_scores",
     "entropy_bits",
     "scaled_dot_product_attention",
     "softmax",
+    "unit_variance_scores",
     # lesson 04: positions
     "LearnedPositionalEmbedding",
     "PositionalEncoding",
@@ -140,6 +201,7 @@ __all__ = [
     "MultiHeadAttention",
     "copy_multihead_weights",
     "merge_heads",
+    "record_attention",
     "split_heads",
     # lesson 07: encoder and decoder layers
     "DecoderLayer",
@@ -148,17 +210,20 @@ __all__ = [
     "LayerNorm",
     "copy_decoder_layer_weights",
     "copy_encoder_layer_weights",
+    "feed_forward_gradient_norms",
     "residual_connection",
     # lesson 08: the full model
     "DecoderCache",
     "Transformer",
     "TransformerConfig",
     "count_parameters",
+    "encoder_decoder_masks",
     "parameter_breakdown",
     # lesson 09: data and training
     "TrainingConfig",
     "TranslationTask",
     "Vocabulary",
+    "bleu",
     "chrf",
     "cross_attention_weights",
     "exact_match",
@@ -195,6 +260,7 @@ __all__ = [
     # lesson 11: decoder-only models and the cost of attention
     "Block",
     "CausalSelfAttention",
+    "CharGPTRun",
     "CharTokenizer",
     "GPT",
     "GPTCache",
@@ -202,13 +268,16 @@ __all__ = [
     "LMHistory",
     "baseline_losses",
     "bigram_probabilities",
+    "char_gpt_config",
     "chunked_attention",
     "evaluate_lm_loss",
     "fit_power_law",
+    "non_embedding_parameters",
     "online_softmax_update",
     "python_docs",
     "random_windows",
     "score_memory_mib",
+    "train_char_gpt",
     "train_gpt",
     "train_valid_split",
     "unigram_probabilities",
@@ -224,6 +293,7 @@ __all__ = [
     "SPLIT_PATTERN",
     "SwiGLU",
     "apply_rope_halves",
+    "bpe_merge_steps",
     "bytes_to_unicode",
     "expand_kv_heads",
     "llama3_rope_frequencies",
@@ -233,4 +303,37 @@ __all__ = [
     "pretokenize",
     "rms_norm",
     "train_bpe",
+    # lesson 13: inside a trained Transformer (induction heads, hooks, ablation, patching, the logit lens)
+    "InductionHistory",
+    "InductionRecipe",
+    "ablate_heads",
+    "attention_patterns",
+    "encode_symbols",
+    "half_losses",
+    "head_output_means",
+    "induction_score",
+    "induction_targets",
+    "logit_lens",
+    "patched_logits",
+    "phase_change_step",
+    "previous_token_score",
+    "repeated_tokens",
+    "residual_stream",
+    "token_ranks",
+    "trace_residual",
+    "train_induction_model",
+    "uniform_loss",
+    # lesson 14: speculative decoding and int8 weights (data parallelism: transformer_lib.distributed)
+    "Int8Linear",
+    "SpeculativeResult",
+    "acceptance_probability",
+    "dequantize_int8",
+    "expected_tokens_per_call",
+    "quantize_int8",
+    "quantize_linear_layers",
+    "residual_distribution",
+    "speculative_accept",
+    "speculative_generate",
+    "speculative_token_distribution",
+    "state_nbytes",
 ]

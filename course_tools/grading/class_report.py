@@ -156,7 +156,7 @@ def draw_chart(summaries: list[ExerciseSummary], assignment: str, path: Path) ->
     axes.set_yticks(range(len(bars)), [label for label, _, _ in bars])
     axes.invert_yaxis()
     axes.set_xlabel("submissions")
-    axes.set_title(f"{assignment}: what went wrong ({submissions} submissions)")
+    figure.suptitle(f"{assignment}: what went wrong ({submissions} submissions)")
     axes.xaxis.get_major_locator().set_params(integer=True)
     figure.savefig(path, dpi=110)
 

@@ -33,18 +33,29 @@ GALLERY_NAME = "widget_gallery"
 # One call per widget builder, with small inputs: what a widget looks like and does does not depend on the lesson's
 # data. test_the_gallery_has_every_widget_the_lessons_build keeps this in step with the lessons.
 GALLERY = {
-    "softmax_temperature_widget": ("transformer_lib.views.start_here", "softmax_temperature_widget()"),
+    "pipeline_widget": ("transformer_lib.views.start_here", "pipeline_widget()"),
     "vector_angle_widget": ("transformer_lib.views.similarity", "vector_angle_widget()"),
     "attention_scores_widget": ("transformer_lib.views.attention_scores",
-                                'attention_scores_widget(["cat", "dog", "car"], torch.eye(3), query_word="cat")'),
-    "attention_heatmap_widget": ("transformer_lib.views.queries_keys_values",
-                                 'attention_heatmap_widget(["a", "b", "c"], torch.randn(3, 4), torch.randn(3, 4))'),
+                                'attention_scores_widget(["cat", "dog", "car"], torch.eye(3), ["cat dog car", "car"])'),
     "positional_encoding_widget": ("transformer_lib.views.positional_encoding", "positional_encoding_widget()"),
     "masking_widget": ("transformer_lib.views.masking", "masking_widget()"),
-    "head_widget": ("transformer_lib.views.multi_head_attention",
-                    'head_widget(torch.randn(2, 3, 3).softmax(-1), ["a", "b", "c"])'),
+    "scaling_widget": ("transformer_lib.views.queries_keys_values", "scaling_widget()"),
+    "translator_heads_widget": (
+        "transformer_lib.views.multi_head_attention",
+        '(lambda lib, task: translator_heads_widget(lib.Transformer(lib.TransformerConfig(len(task.src_vocab), '
+        'len(task.tgt_vocab), d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16, '
+        'max_len=32, share_embeddings=False)), task, task.test[:2]))(__import__("transformer_lib"), '
+        '__import__("transformer_lib").make_translation_task(num_train=20, num_valid=2, num_test=4, num_unseen=0))'),
     "sampling_widget": ("transformer_lib.views.decoding", 'sampling_widget(torch.randn(6), list("abcdef"))'),
     "attention_memory_widget": ("transformer_lib.views.gpt_and_scaling", "attention_memory_widget()"),
+    "speculative_widget": ("transformer_lib.views.faster_and_bigger", "speculative_widget()"),
+    "bpe_merges_widget": ("transformer_lib.views.gpt2_and_llms", "bpe_merges_widget()"),
+    "gradient_depth_widget": ("transformer_lib.views.encoder_decoder_blocks", "gradient_depth_widget()"),
+    "encoder_decoder_masks_widget": ("transformer_lib.views.transformer", "encoder_decoder_masks_widget()"),
+    "induction_head_widget": (
+        "transformer_lib.views.inside_a_trained_model",
+        '(lambda lib: induction_head_widget(lib.GPT(lib.GPTConfig(64, block_size=32, d_model=16, num_heads=2, '
+        'num_layers=2, feed_forward=False)).eval()))(__import__("transformer_lib"))'),
 }
 
 

@@ -1,0 +1,227 @@
+"""Speculative decoding: a small draft model proposes k tokens, the large target model checks them in one pass.
+
+Leviathan, Kalman and Matias (2023) and Chen et al. (2023). Each round:
+
+1. the draft generates k tokens, one at a time, with the library's generation loop (``decoding.generate_tokens``);
+2. the target runs **once** over those k tokens (with its KV cache, only the new positions), which gives its logits
+   after every prefix: k + 1 rows, one per proposed token and one after the last;
+3. the longest prefix of proposals the target agrees with is kept, plus one token from the target itself: the
+   correction at the first disagreement, or a bonus token after the k-th when all were kept.
+
+A round therefore adds between 1 and k + 1 tokens for one target call. Greedy (``temperature=None``): the target
+"agrees" when its own pick, ``pick(target_logits)``, equals the proposal, and the output is the target's own greedy
+output, token for token. Sampling: the proposal x, drawn from the draft's q, is kept with probability
+``min(1, p(x) / q(x))`` (:func:`acceptance_probability`); a rejected one is replaced by a draw from
+``max(0, p - q)`` renormalised (:func:`residual_distribution`). Every token is then distributed exactly as the target
+alone would draw it (:func:`speculative_token_distribution` computes that distribution and equals p).
+
+Why step 2 is not the generation loop: that loop appends one token per call of ``next_logits``; verifying scores k + 1
+positions in one call and appends a variable number. It reuses the loop's parts instead: the same picker (applied to
+the k + 1 rows as a batch), the same ``sampling_distribution``, the same KV cache of ``GPT``.
+
+Shape legend: T0 = prompt length, k = proposed tokens per round, V = vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .data import check_token_ids
+from .decoding import Picker, generate_tokens, greedy_pick, sampling_distribution, sampling_picker
+from .gpt import GPT, GPTCache
+
+
+def truncate_cache(cache: GPTCache, length: int) -> None:
+    """Keep the keys and values of the first ``length`` positions of every layer (drop the rejected proposals')."""
+    for layer in cache.layers:
+        if layer.key is not None:
+            layer.key, layer.value = layer.key[:, :, :length], layer.value[:, :, :length]  # (1, heads, length, d_head)
+
+
+class CachedLogits:
+    """A GPT's logits with a KV cache that follows the text it is shown, also backwards.
+
+    The cache remembers which tokens it holds; a call keeps the cached positions whose tokens still agree with the
+    new text (the accepted ones), drops the rest, and runs the model only over what follows. ``calls`` counts the
+    forward passes. The text must fit in ``block_size`` (learned positions end there).
+    """
+
+    def __init__(self, model: GPT):
+        self.model = model
+        self.cache = model.new_cache()
+        self.seen: torch.Tensor | None = None  # (1, len(cache)): the tokens the cache holds
+        self.calls = 0
+
+    def last_positions(self, tokens: torch.Tensor, last: int) -> torch.Tensor:
+        """``tokens``: (1, t) -> the logits after each of the last ``last`` prefixes, (1, last, V)."""
+        self.calls += 1
+        kept = 0
+        if self.seen is not None:
+            n = min(self.seen.shape[1], tokens.shape[1])
+            kept = int((self.seen[0, :n] == tokens[0, :n]).long().cumprod(0).sum())  # length of the common prefix
+        kept = min(kept, tokens.shape[1] - last)  # the last `last` positions must run to give their logits
+        truncate_cache(self.cache, kept)
+        logits = self.model(tokens[:, kept:], cache=self.cache)[:, -last:]  # (1, last, V)
+        self.seen = tokens
+        return logits
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The generation loop's ``next_logits``: (1, t) -> (1, V)."""
+        return self.last_positions(tokens, 1)[:, -1]
+
+
+class RecordingPicker:
+    """A picker that also keeps every logits row it was shown (the draft's, to compute q afterwards)."""
+
+    def __init__(self, pick: Picker):
+        self.pick = pick
+        self.logits: list[torch.Tensor] = []
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:  # (1, V) -> (1,)
+        self.logits.append(logits)
+        return self.pick(logits)
+
+
+def acceptance_probability(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """How likely a proposed token x is kept: ``min(1, p(x) / q(x))``. ``p``, ``q``: (…, V) -> (…, V).
+
+    A token the draft proposes more often than the target would draw it (q > p) is kept only with probability p/q;
+    one the draft under-proposes (q <= p) always. Tokens with q = 0 are never proposed (their entry is 1).
+    """
+    return torch.where(q > p, p / q.clamp(min=torch.finfo(q.dtype).tiny), torch.ones_like(p))
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Where a rejected proposal's replacement is drawn from: ``max(0, p - q)``, renormalised. (…, V) -> (…, V).
+
+    It holds the probability the target wants and the accepted proposals did not deliver. When p = q nothing is ever
+    rejected; the (unused) result is then p.
+    """
+    missing = (p - q).clamp(min=0)  # (…, V)
+    total = missing.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, missing / total.clamp(min=torch.finfo(p.dtype).tiny), p)
+
+
+def speculative_token_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The exact distribution of the token one accept/reject step outputs, (…, V) -> (…, V).
+
+    Token x comes out either as the accepted proposal, probability ``q(x) · acceptance(x)``, or as the replacement
+    after any rejection, probability ``P(reject) · residual(x)``. The sum is p (the lesson shows why).
+    """
+    accepted = q * acceptance_probability(p, q)  # (…, V): = min(p, q)
+    rejected = 1 - accepted.sum(dim=-1, keepdim=True)  # (…, 1)
+    return accepted + rejected * residual_distribution(p, q)
+
+
+def expected_tokens_per_call(acceptance: float, k: int) -> float:
+    """Tokens one round adds on average when each proposal is kept independently with probability ``acceptance``:
+    ``1 + a + a² + … + a^k`` (the target's own token always, the i-th proposal when the first i were kept)."""
+    return float(sum(acceptance**i for i in range(k + 1)))
+
+
+def speculative_accept(
+    p: torch.Tensor, q: torch.Tensor, proposed: torch.Tensor, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """The sampling version's accept/reject rule for one round.
+
+    ``p``: (k + 1, V) the target's probabilities after each prefix; ``q``: (k, V) the draft's, from which
+    ``proposed`` (k,) were drawn. Returns the tokens to append, (n + 1,): the first n proposals, kept one by one
+    with :func:`acceptance_probability`, then a draw from :func:`residual_distribution` at the first rejection, or
+    from ``p[k]`` (the bonus token) when all k were kept. Random numbers come from ``generator`` (CPU).
+    """
+    p, q, proposed = p.cpu(), q.cpu(), proposed.cpu()
+    keep = acceptance_probability(p[:-1], q).gather(1, proposed[:, None])[:, 0]  # (k,)
+    for i in range(len(proposed)):
+        if torch.rand((), generator=generator, dtype=keep.dtype) >= keep[i]:  # rejected
+            replacement = torch.multinomial(residual_distribution(p[i], q[i]), 1, generator=generator)
+            return torch.cat((proposed[:i], replacement))
+    return torch.cat((proposed, torch.multinomial(p[-1], 1, generator=generator)))
+
+
+@dataclass
+class SpeculativeResult:
+    """What :func:`speculative_generate` returns: the tokens and the counts that measure the speed-up."""
+
+    tokens: torch.Tensor  # (1, T0 + T)
+    target_calls: int  # forward passes of the target
+    draft_calls: int  # forward passes of the draft
+    proposed: int  # draft tokens proposed
+    accepted: int  # of those, kept
+
+    @property
+    def acceptance_rate(self) -> float:
+        """The share of proposed tokens the target kept."""
+        return self.accepted / max(self.proposed, 1)
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        """New tokens per forward pass of the target (plain decoding: exactly 1)."""
+        return (self.accepted + self.target_calls) / max(self.target_calls, 1)  # each call adds one token of its own
+
+
+@torch.no_grad()
+def speculative_generate(
+    target: GPT,
+    draft: GPT,
+    tokens: torch.Tensor,
+    max_new_tokens: int,
+    k: int = 4,
+    pick: Picker = greedy_pick,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> SpeculativeResult:
+    """Continue ``tokens`` (1, T0) by ``max_new_tokens`` tokens, the draft proposing up to ``k`` per round.
+
+    Greedy (``temperature=None``): the draft proposes its greedy tokens, the target's choices are ``pick`` applied to
+    its logits (``greedy_pick`` or ``GreedyWithMargin``); the result equals ``generate(target, tokens,
+    max_new_tokens, pick)``. Sampling (a ``temperature``, optional ``top_k`` / ``top_p``): the draft samples with
+    the same filters, :func:`speculative_accept` keeps or replaces; the tokens follow the target's sampling
+    distribution. Both models share one vocabulary, and the whole text must fit in both ``block_size``.
+    """
+    if tokens.dim() != 2 or tokens.shape[0] != 1:
+        raise ValueError(
+            f"speculative_generate continues one text at a time: tokens has shape {tuple(tokens.shape)}, pass (1, T0)"
+        )
+    if k < 1:
+        raise ValueError(f"k={k} must be at least 1: the draft proposes k tokens per round")
+    if target.config.vocab_size != draft.config.vocab_size:
+        raise ValueError(f"target and draft must share a vocabulary: vocab_size {target.config.vocab_size} and "
+                         f"{draft.config.vocab_size}")
+    check_token_ids(tokens, target.config.vocab_size, "prompt")
+    longest = min(target.config.block_size, draft.config.block_size)
+    if tokens.shape[1] + max_new_tokens > longest:
+        raise ValueError(
+            f"a prompt of {tokens.shape[1]} tokens plus max_new_tokens={max_new_tokens} exceeds block_size={longest}: "
+            "speculative decoding here keeps the whole text in the KV cache; generate at most "
+            f"{longest - tokens.shape[1]} tokens"
+        )
+    target.eval()
+    draft.eval()
+    target_logits, draft_logits = CachedLogits(target), CachedLogits(draft)
+    sampling = temperature is not None
+    filters = {"temperature": temperature, "top_k": top_k, "top_p": top_p} if sampling else {}
+    proposed = accepted = 0
+    goal = tokens.shape[1] + max_new_tokens
+    while tokens.shape[1] < goal:
+        k_now = min(k, goal - tokens.shape[1] - 1)  # the round's own target token fills the last place
+        draft_pick = RecordingPicker(sampling_picker(generator=generator, **filters) if sampling else greedy_pick)
+        drafted = generate_tokens(draft_logits, tokens, k_now, draft_pick)  # (1, t + k_now): the library's loop
+        proposals = drafted[0, tokens.shape[1] :]  # (k_now,)
+        scores = target_logits.last_positions(drafted, k_now + 1)[0]  # (k_now + 1, V): one target call
+        if sampling:
+            p = sampling_distribution(scores.float(), **filters).double()  # (k_now + 1, V)
+            drafts = torch.cat(draft_pick.logits) if draft_pick.logits else scores[:0]  # (k_now, V)
+            q = sampling_distribution(drafts.float(), **filters).double()  # (k_now, V), as the draft drew
+            new = speculative_accept(p, q, proposals, generator).to(tokens.device)
+        else:
+            choices = pick(scores)  # (k_now + 1,): the target's own pick after each prefix
+            agree = int((choices[:k_now] == proposals).long().cumprod(0).sum())
+            new = torch.cat((proposals[:agree], choices[agree : agree + 1]))
+        proposed += k_now
+        accepted += len(new) - 1
+        tokens = torch.cat((tokens, new[None]), dim=1)  # (1, t + n + 1)
+    return SpeculativeResult(tokens, target_logits.calls, draft_logits.calls, proposed, accepted)
