@@ -74,12 +74,11 @@ def speculative_widget(acceptance: float = 0.7, k: int = 4, draft_cost: float = 
         left, right = figure.subplots(1, 2)
         left.plot(state["ks"], state["per_call"], "o-", markersize=3)
         left.plot(state["k"], state["tokens_per_call"], "o", color="C3")
-        left.set(title="tokens per target call", xlabel="k")
+        left.set(title="tokens per target call", xlabel="k (proposals per round)", ylabel="tokens")
         right.plot(state["ks"], state["speedups"], "o-", markersize=3)
         right.axhline(1.0, color="grey", linestyle=":")
         right.plot(state["k"], state["speedup"], "o", color="C3")
-        right.set(title="speed-up over plain decoding", xlabel="k")
-        figure.tight_layout()
+        right.set(title="speed-up over plain decoding", xlabel="k (proposals per round)", ylabel="speed-up (×)")
 
     readout = ("k = {k}: <b>{tokens_per_call:.2f}</b> tokens per target call, expected speed-up "
                "<b>{speedup:.2f}×</b>; the best k here is {best_k}")
