@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer_lib import get_device, set_seed
+from transformer_lib import get_device, set_seed, single_thread
 from transformer_lib.device import DEVICE_ENV_VAR
 
 
@@ -44,3 +44,13 @@ def test_set_seed_repeats_torch_and_numpy_draws():
     np.testing.assert_array_equal(first[1], second[1])
     set_seed(124)
     assert not torch.equal(torch.rand(3), first[0])
+
+
+def test_single_thread_runs_its_block_on_one_thread_and_restores_the_count_even_after_an_error():
+    before = torch.get_num_threads()
+    with single_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ZeroDivisionError), single_thread():
+        raise ZeroDivisionError
+    assert torch.get_num_threads() == before

@@ -61,7 +61,7 @@ from .decoding import (
     top_p_filter,
     top_two_gap,
 )
-from .device import get_device, set_seed
+from .device import get_device, set_seed, single_thread
 from .device_check import DeviceCheckResult, DeviceTarget, check_device
 from .evaluation import (
     baseline_losses,
@@ -172,6 +172,7 @@ __all__ = [
     "check_device",
     "get_device",
     "set_seed",
+    "single_thread",
     # lesson 01: similarity
     "cosine_similarity",
     "most_similar_word",

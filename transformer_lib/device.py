@@ -1,9 +1,11 @@
-"""Choosing a device and seeding every random number generator the course uses."""
+"""Choosing a device, seeding every random number generator the course uses, and running tiny work on one thread."""
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -52,3 +54,18 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run the ``with`` block on one CPU thread, then restore the thread count (also after an error).
+
+    The course's models are tiny: splitting each of their small matrix products across cores costs more than it
+    gains, and one thread is also far steadier when other work shares the CPU.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

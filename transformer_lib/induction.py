@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .device import set_seed
+from .device import set_seed, single_thread
 from .gpt import GPT, GPTConfig
 from .positions import sinusoidal_encoding
 
@@ -112,10 +112,8 @@ def train_induction_model(recipe: InductionRecipe | None = None, seed: int = 0) 
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr)
     generator = torch.Generator().manual_seed(seed)
     history = InductionHistory()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     started = time.perf_counter()
-    try:
+    with single_thread():
         model.train()
         for _ in range(recipe.steps):
             half = int(torch.randint(recipe.min_half, recipe.max_half + 1, (1,), generator=generator))
@@ -128,8 +126,6 @@ def train_induction_model(recipe: InductionRecipe | None = None, seed: int = 0) 
             first, repeated = half_losses(logits.detach(), tokens)
             history.first_half.append(first.item())
             history.repeated_half.append(repeated.item())
-    finally:
-        torch.set_num_threads(threads)
     history.seconds = time.perf_counter() - started
     return model.eval(), history
 

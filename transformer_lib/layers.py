@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .device import single_thread
 from .multi_head import KVCache, MultiHeadAttention
 
 
@@ -180,13 +181,9 @@ def feed_forward_gradient_norms(
         final_norm = LayerNorm(d_model).double() if norm_first else nn.Identity()  # pre-LN ends with one more norm
         h = torch.randn(8, 10, d_model, dtype=torch.float64)  # (batch, T, d_model)
         target = torch.randn(8, 10, d_model, dtype=torch.float64)  # (batch, T, d_model)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is faster, and far steadier on a busy machine
-    try:
+    with single_thread():  # tiny matrices
         for layer in stack:
             h = layer(h)
         (final_norm(h) - target).pow(2).mean().backward()  # a regression loss on the output
-    finally:
-        torch.set_num_threads(threads)
     return [torch.cat([layer.linear1.weight.grad.flatten(), layer.linear2.weight.grad.flatten()]).norm().item()
             for layer in stack]

@@ -16,7 +16,7 @@ from .attention import check_dropout
 from .data import check_token_ids
 from .layers import DecoderLayer, DecoderLayerCache, EncoderLayer, LayerNorm
 from .masks import causal_mask, padding_mask, validate_mask
-from .multi_head import check_heads
+from .multi_head import check_heads, record_attention
 from .positions import sinusoidal_encoding
 
 
@@ -194,29 +194,12 @@ def cross_attention_weights(
 ) -> list[torch.Tensor]:
     """Cross-attention weights of every decoder layer, each (batch, heads, T, S), for one teacher-forced pass.
 
-    ``src``: (batch, S) and ``decoder_input``: (batch, T) token ids. The layers ask their attention for no weights
-    (so the fused kernel can run); forward hooks ask for them here and are removed afterwards. Puts the model in
-    eval mode (no dropout).
+    ``src``: (batch, S) and ``decoder_input``: (batch, T) token ids. ``record_attention`` asks each attention for its
+    weights with forward hooks (the layers ask for none, so the fused kernel can run) and removes them afterwards.
+    Puts the model in eval mode (no dropout).
     """
-    captured: list[torch.Tensor] = []
-
-    def want_weights(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        return args, {**kwargs, "need_weights": True}
-
-    def keep_weights(module: nn.Module, args: tuple, kwargs: dict, output: tuple) -> None:
-        captured.append(output[1])  # (batch, heads, T, S)
-
-    handles = []
-    for layer in model.decoder_layers:
-        handles.append(layer.multihead_attn.register_forward_pre_hook(want_weights, with_kwargs=True))
-        handles.append(layer.multihead_attn.register_forward_hook(keep_weights, with_kwargs=True))
-    try:
-        model.eval()
-        model(src, decoder_input, src_mask=src_mask)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return captured
+    recorded = record_attention(model, src, decoder_input, src_mask=src_mask)
+    return [recorded[f"decoder_layers.{i}.multihead_attn"] for i in range(len(model.decoder_layers))]
 
 
 def encoder_decoder_masks(src: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> dict[str, torch.Tensor]:
