@@ -79,6 +79,7 @@ def main() -> None:
         if rank == 0:
             val_loss = evaluate_lm_loss(model, valid, config.block_size, windows=64)
             print(f"val_loss={val_loss:.3f} seconds={seconds:.1f} world_size={world_size} steps={args.steps}")
+        dist.barrier()  # no rank leaves while another still talks to it: gloo aborts a process whose peer vanished
     finally:
         dist.destroy_process_group()
 

@@ -118,6 +118,7 @@ def data_parallel_worker(rank: int, world_size: int, job: DataParallelJob, folde
                 seconds.append(time.perf_counter() - started)
             if rank == 0:
                 torch.save({"state_dict": model.state_dict(), "seconds": seconds}, Path(folder) / f"{method}.pt")
+        dist.barrier()  # no rank leaves while another still talks to it: gloo aborts a process whose peer vanished
     finally:
         dist.destroy_process_group()
 
