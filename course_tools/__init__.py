@@ -9,6 +9,8 @@ SOLUTIONS_DIR = ROOT / "solutions"
 EXERCISES_DIR = ROOT / "exercises"
 # Where lessons keep trained models between notebooks; transformer_lib.checkpoints.lesson_checkpoint reads it.
 CHECKPOINTS_VARIABLE = "TRANSFORMER_LIB_CHECKPOINTS"
+# Where recipes cache trained models (transformer_lib.model_cache reads it); the test command gives each run its own.
+MODEL_CACHE_VARIABLE = "TRANSFORMER_LIB_CACHE"
 # The repository's public address and branch: `python3 course.py colab-links` writes the "Open in Colab" links and
 # the Colab setup cell of every notebook from them (run it after changing either).
 REPOSITORY_URL = "https://github.com/transformer-course/transformer-course"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nbclient import NotebookClient
 
-from . import CHECKPOINTS_VARIABLE, EXERCISES_DIR, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
+from . import CHECKPOINTS_VARIABLE, EXERCISES_DIR, MODEL_CACHE_VARIABLE, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .notebook_files import clean_metadata, notebooks_in, read_notebook, write_notebook
 
 CELL_TIMEOUT_S = 600
@@ -55,10 +55,11 @@ def resolve_targets(names: list[str]) -> list[Path]:
 
 def main(names: list[str]) -> int:
     os.environ.update(EXECUTION_ENV)
-    # A fresh checkpoint folder: lesson 10 then reads the model lesson 09 trained in this run (or trains its own),
-    # never one that an older library version left in checkpoints/.
+    # A fresh checkpoint folder and model cache: lesson 10 then reads the model lesson 09 trained in this run (or
+    # trains its own), never one that an older library version left in checkpoints/ or build/model-cache/.
     with tempfile.TemporaryDirectory(prefix="course-checkpoints-") as checkpoints:
         os.environ[CHECKPOINTS_VARIABLE] = checkpoints
+        os.environ[MODEL_CACHE_VARIABLE] = os.path.join(checkpoints, "model-cache")
         for path in resolve_targets(names):
             shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             print(f"[course] executing {shown} …", flush=True)

@@ -4,8 +4,9 @@
 notebook; this plugin gives each worker its setting before any kernel starts (kernels inherit the environment).
 A setting is a name and the environment variables that make it, e.g. PyTorch's portable CPU kernels on one thread:
 ``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``; ``COURSE_MOVE_LAST_BITS=1`` also moves the last bits of every matrix
-product (course_tools/last_bits.py). Each setting also gets its own empty checkpoint folder, so no run
-loads a model that an earlier run, another library version or other kernels trained.
+product (course_tools/last_bits.py). Each setting also gets its own empty checkpoint folder and model cache, so
+every run trains each model once, and no run loads a model that an earlier run, another library version or other
+kernels trained.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import defaultdict
 
 import pytest
 
-from . import CHECKPOINTS_VARIABLE
+from . import CHECKPOINTS_VARIABLE, MODEL_CACHE_VARIABLE
 from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
 
 MATRIX_VARIABLE = "COURSE_NOTEBOOK_MATRIX"  # JSON: [[name, {variable: value}], ...], one per xdist worker
@@ -50,6 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.update(with_last_bits_moved(os.environ))
     _checkpoints = tempfile.mkdtemp(prefix="course-checkpoints-")
     os.environ[CHECKPOINTS_VARIABLE] = _checkpoints
+    os.environ[MODEL_CACHE_VARIABLE] = os.path.join(_checkpoints, "model-cache")  # trained once per setting and run
     _leg_name = describe(name, variables)
 
 

@@ -7,16 +7,20 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
-from . import NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
+from . import MODEL_CACHE_VARIABLE, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
 from .notebook_matrix import MATRIX_VARIABLE, describe
 from .system_packages import install_missing_on_ci
+from .timing import TIMING_VARIABLE, notebook_table, read_timing, slowest
 
 STEPS = ("lint", "notebooks", "unit")  # the order they run in
 MAX_UNIT_WORKERS = 4  # each worker imports torch and starts kernels: more rarely pays on a laptop
+SLOWEST_SHOWN = 10  # unit tests named after the summary, slowest first
 
 
 def device_problem(device: str) -> str | None:
@@ -52,7 +56,7 @@ def notebook_command(paths: list[str], matrix: list[tuple[str, dict[str, str]]])
     command = [
         sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout", "600",
         "--nbval-sanitize-with", str(ROOT / "course_tools" / "nbval_sanitize.cfg"),
-        "-p", "course_tools.notebook_matrix", "-p", "course_tools.notebook_timing", "-p", "no:cacheprovider", "-q",
+        "-p", "course_tools.notebook_matrix", "-p", "course_tools.timing", "-p", "no:cacheprovider", "-q",
     ]
     env = {**os.environ, MATRIX_VARIABLE: json.dumps(matrix)}
     if len(matrix) > 1:  # one xdist worker per setting, each running every notebook, each from a clean slate
@@ -61,21 +65,33 @@ def notebook_command(paths: list[str], matrix: list[tuple[str, dict[str, str]]])
     return [*command, *paths], env
 
 
-def step_commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, str]]]:
+def unit_workers() -> int:
+    """One test module per worker, a worker more than the cores: many unit tests wait on a kernel, a browser or a
+    sandbox rather than compute, and the extra worker computes meanwhile."""
+    return min(MAX_UNIT_WORKERS, (os.cpu_count() or 1) + 1)
+
+
+def step_commands(args: argparse.Namespace, scratch: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each step's command and environment; ``scratch``, a folder that lives as long as the run, gets each step's
+    timing file and the unit tests' model cache (trained models shared by the test workers, once per run)."""
     python = sys.executable
-    notebook_dirs = [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
-    return {
+    notebook_dirs = args.notebook or [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
+    commands = {
         "lint": ([python, "-m", "ruff", "check", "."], dict(os.environ)),
         # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server),
-        # each on one thread: the tests' tensors are small, and more threads than cores only wait on each other.
+        # each worker on one thread: the tests' tensors are small, and more threads than cores only wait on each other.
         # -rs: each skipped part says why in one line (no sandbox off Linux, no Chromium, ...).
         # With every matrix product's last bits moved (course_tools/last_bits.py): a test that compares two code
         # paths bit for bit fails here as it would on another CPU.
-        "unit": ([python, "-m", "pytest", "tests", "-q", "-rs", "-p", "no:cacheprovider", "-n", "auto",
-                  "--maxprocesses", str(MAX_UNIT_WORKERS), "--dist", "loadfile", *args.pytest_args],
-                 with_last_bits_moved({**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})),
+        "unit": ([python, "-m", "pytest", "tests", "-q", "-rs", "-p", "no:cacheprovider", "-p", "course_tools.timing",
+                  "-n", str(unit_workers()), "--dist", "loadfile", *args.pytest_args],
+                 with_last_bits_moved({**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+                                       MODEL_CACHE_VARIABLE: str(scratch / "model-cache")})),
         "notebooks": notebook_command(notebook_dirs, notebook_matrix()),
     }
+    for name, (_, env) in commands.items():
+        env[TIMING_VARIABLE] = str(scratch / f"{name}-timing.json")
+    return commands
 
 
 def prepare_site_environment() -> None:
@@ -88,14 +104,100 @@ def prepare_site_environment() -> None:
               "be skipped (on CI they fail).", flush=True)
 
 
-def announce(name: str, command: list[str]) -> None:
-    print(f"\n[course] ── {name}: {' '.join(command[1:])}", flush=True)
+def announce(name: str, command: list[str], beside: bool = False) -> None:
+    started = " (started beside the notebook step; its output so far, then as it comes)" if beside else ""
+    print(f"\n[course] ── {name}{started}: {' '.join(command[1:])}", flush=True)
     if name == "notebooks":
         print("[course]    against the stored outputs, once per setting: "
               + "; ".join(describe(*leg) for leg in notebook_matrix()), flush=True)
     if name == "unit":
         print(f"[course]    with every matrix product's last bits moved ({LAST_BITS_VARIABLE}=1), as another "
               "CPU's BLAS may round them", flush=True)
+
+
+def print_timing(scratch: Path) -> None:
+    """Where the time went, after the summary: every notebook's seconds, then the slowest unit tests."""
+    notebooks = notebook_table(read_timing(scratch / "notebooks-timing.json"))
+    if notebooks:
+        print("\n[course] seconds per notebook (kernel start and every cell)")
+        for line in notebooks:
+            print(f"[course] {line}")
+    tests = slowest(read_timing(scratch / "unit-timing.json"), SLOWEST_SHOWN)
+    if tests:
+        print(f"\n[course] the {len(tests)} slowest unit tests (setup, call and teardown)")
+        for line in tests:
+            print(f"[course] {line}")
+
+
+class Step:
+    """One step's process, started now; its output goes to the terminal, or to ``log`` to be shown later."""
+
+    def __init__(self, spec: tuple[list[str], dict[str, str]], log: Path | None = None) -> None:
+        command, env = spec
+        self.log, self.started = log, time.perf_counter()
+        self.output = open(log, "w") if log else None  # noqa: SIM115 (closed in finish)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.output,
+                                        stderr=subprocess.STDOUT if log else None)
+
+    def finish(self) -> tuple[int, float]:
+        """Wait for the step, showing its logged output as it comes; its exit status and seconds."""
+        if self.log is None:
+            code = self.process.wait()
+        else:
+            with open(self.log, errors="replace") as shown:
+                while (code := self.process.poll()) is None:
+                    sys.stdout.write(shown.read())
+                    sys.stdout.flush()
+                    time.sleep(0.5)
+                sys.stdout.write(shown.read())
+            self.output.close()
+        return code, time.perf_counter() - self.started
+
+
+def run_steps(args: argparse.Namespace, scratch: Path) -> int:
+    steps = {name: spec for name, spec in step_commands(args, scratch).items() if not args.only or name in args.only}
+    # On CI the unit step may need Chromium and bubblewrap installed: that happens while the notebook step runs.
+    packages = threading.Thread(target=install_missing_on_ci)
+    site_environment = threading.Thread(target=prepare_site_environment)  # beside the notebook step too
+    if "unit" in steps:
+        packages.start()
+        site_environment.start()
+    results: dict[str, tuple[int, float]] = {}
+    if "lint" in steps:
+        announce("lint", steps["lint"][0])
+        results["lint"] = Step(steps["lint"]).finish()
+    notebooks = None
+    if "notebooks" in steps:
+        announce("notebooks", steps["notebooks"][0])
+        notebooks = Step(steps["notebooks"])
+    if "unit" in steps:
+        packages.join()
+        site_environment.join()
+        # Beside the notebook step when both run: many unit tests wait (on kernels, a browser, a sandbox) while the
+        # notebook legs compute, so the two steps share the cores better than they use them one after the other.
+        # Its output is kept in a file and shown once the notebook step is done.
+        beside = notebooks is not None and not args.steps_in_turn
+        if notebooks is not None and not beside:
+            results["notebooks"] = notebooks.finish()
+            notebooks = None
+        if not beside:
+            announce("unit", steps["unit"][0])
+        unit = Step(steps["unit"], log=scratch / "unit.log" if beside else None)
+        if notebooks is not None:
+            results["notebooks"] = notebooks.finish()
+            notebooks = None
+            announce("unit", steps["unit"][0], beside=True)
+        results["unit"] = unit.finish()
+    if notebooks is not None:
+        results["notebooks"] = notebooks.finish()
+
+    print("\n[course] summary")
+    for name, (code, seconds) in results.items():
+        print(f"[course]   {'passed' if code == 0 else 'FAILED'}  {name:10} {seconds:6.1f} s")
+    failed = [name for name, (code, _) in results.items() if code != 0]
+    print(f"[course] {'all checks passed' if not failed else 'failed: ' + ', '.join(failed)} (device {args.device})")
+    print_timing(scratch)
+    return 1 if failed else 0
 
 
 def main(argv: list[str]) -> int:
@@ -108,6 +210,11 @@ def main(argv: list[str]) -> int:
                         help="device the notebooks and tests run on: cpu (default), cuda or mps; "
                              "the stored outputs must still match")
     parser.add_argument("--only", choices=STEPS, action="append", help="run only this step (repeatable)")
+    parser.add_argument("--notebook", action="append", metavar="PATH",
+                        help="validate only this notebook (repeatable; relative to the course folder)")
+    parser.add_argument("--steps-in-turn", action="store_true",
+                        help="run the unit tests after the notebook step instead of beside it (each step's times "
+                             "then show what it costs alone)")
     parser.add_argument("pytest_args", nargs="*", help="extra arguments for the unit-test step (e.g. -k softmax)")
     args = parser.parse_args(argv)
 
@@ -118,29 +225,5 @@ def main(argv: list[str]) -> int:
     os.environ["TRANSFORMER_LIB_DEVICE"] = args.device
     os.environ.setdefault("PYTHONHASHSEED", "0")
 
-    steps = {name: spec for name, spec in step_commands(args).items() if not args.only or name in args.only}
-    # On CI the unit step may need Chromium and bubblewrap installed: that happens while the notebook step runs.
-    packages = threading.Thread(target=install_missing_on_ci)
-    site_environment = threading.Thread(target=prepare_site_environment)  # beside the notebook step too
-    if "unit" in steps:
-        packages.start()
-        site_environment.start()
-    results: dict[str, tuple[int, float]] = {}
-    for name in STEPS:
-        if name not in steps:
-            continue
-        command, env = steps[name]
-        if name == "unit":
-            packages.join()
-            site_environment.join()
-        announce(name, command)
-        started = time.perf_counter()
-        code = subprocess.call(command, cwd=ROOT, env=env)
-        results[name] = (code, time.perf_counter() - started)
-
-    print("\n[course] summary")
-    for name, (code, seconds) in results.items():
-        print(f"[course]   {'passed' if code == 0 else 'FAILED'}  {name:10} {seconds:6.1f} s")
-    failed = [name for name, (code, _) in results.items() if code != 0]
-    print(f"[course] {'all checks passed' if not failed else 'failed: ' + ', '.join(failed)} (device {args.device})")
-    return 1 if failed else 0
+    with tempfile.TemporaryDirectory(prefix="course-test-") as scratch:
+        return run_steps(args, Path(scratch))

@@ -133,9 +133,9 @@ def test_execute_accepts_lessons_and_solutions(course_folders):
     assert execute.resolve_targets([str(lesson)]) == [lesson]
 
 
-def test_the_test_command_only_reads():
+def test_the_test_command_only_reads(tmp_path):
     """`course.py test` lints without fixing and validates notebooks without rewriting them."""
-    commands = testrun.step_commands(argparse.Namespace(pytest_args=[]))
+    commands = testrun.step_commands(argparse.Namespace(pytest_args=[], notebook=None), tmp_path)
     lint, _ = commands["lint"]
     notebooks, _ = commands["notebooks"]
     assert lint[1:4] == ["-m", "ruff", "check"] and not any("fix" in part or "format" in part for part in lint)

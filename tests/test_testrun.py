@@ -1,0 +1,103 @@
+"""The test command's own machinery: where the time went is printed after the summary, and the unit step runs beside
+the notebook step with its output shown in one piece after the notebooks'."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from course_tools import testrun
+from course_tools.timing import TIMING_VARIABLE, notebook_table, slowest
+
+SLOW_AND_FAST = """
+import time
+def test_slow():
+    time.sleep(0.6)
+def test_fast():
+    pass
+"""
+
+
+def test_the_timing_plugin_sees_every_workers_tests(tmp_path):
+    (tmp_path / "test_sample.py").write_text(SLOW_AND_FAST)
+    (tmp_path / "test_other.py").write_text("def test_other():\n    pass\n")
+    timing = tmp_path / "timing.json"
+    env = {**os.environ, TIMING_VARIABLE: str(timing)}
+    finished = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                               "course_tools.timing", "-n", "2", "--dist", "loadfile", str(tmp_path)],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stdout
+    seconds = json.loads(timing.read_text())
+    [items] = seconds.values()  # no hardware setting: one table
+    assert {name.split("::")[-1] for name in items} == {"test_slow", "test_fast", "test_other"}
+    lines = slowest(seconds, 2)
+    assert len(lines) == 2 and lines[0].endswith("test_sample.py::test_slow")
+    assert float(lines[0].split()[0]) >= 0.6
+
+
+def test_the_notebook_table_has_a_column_per_setting_and_totals():
+    seconds = {"native": {"notebooks/01.ipynb": 2.0, "notebooks/02.ipynb": 3.5},
+               "portable": {"notebooks/01.ipynb": 4.0, "notebooks/02.ipynb": 1.0}}
+    lines = notebook_table(seconds)
+    assert lines[:2] == ["  [1] native", "  [2] portable"]
+    assert lines[3].split() == ["2.0", "4.0", "notebooks/01.ipynb"]
+    assert lines[-1].split() == ["5.5", "5.0", "in", "all"]
+    assert notebook_table({"": {"tests/test_x.py::test_y": 1.0}}) == []  # unit tests make no notebook table
+
+
+def fake_steps(scratch, notebook_code: str, unit_code: str):
+    """Each step a tiny Python program that writes its timing file as the real ones do."""
+    def step(code: str, name: str, item: str):
+        timing, path = json.dumps({"": {item: 1.5}}), str(scratch / f"{name}-timing.json")
+        program = f"{code}\nimport pathlib; pathlib.Path({path!r}).write_text({timing!r})"
+        return [sys.executable, "-c", program], dict(os.environ)
+
+    return {"lint": step("print('lint done')", "lint", "lint"),
+            "notebooks": step(notebook_code, "notebooks", "notebooks/07_demo.ipynb"),
+            "unit": step(unit_code, "unit", "tests/test_demo.py::test_it")}
+
+
+@pytest.fixture
+def quiet_helpers(monkeypatch):
+    monkeypatch.setattr(testrun, "install_missing_on_ci", lambda: None)
+    monkeypatch.setattr(testrun, "prepare_site_environment", lambda: None)
+
+
+@pytest.mark.parametrize("in_turn", [False, True])
+def test_steps_beside_or_in_turn_print_in_order_and_report_every_step(quiet_helpers, monkeypatch, tmp_path, capfd,
+                                                                      in_turn):
+    marker = tmp_path / "unit-ran"
+    notebook_code = ("import time, pathlib\ntime.sleep(1.5)\n"
+                     f"print('unit had started:', pathlib.Path({str(marker)!r}).exists(), flush=True)")
+    unit_code = f"import pathlib; pathlib.Path({str(marker)!r}).touch(); print('unit output', flush=True)"
+    monkeypatch.setattr(testrun, "step_commands", lambda args, scratch: fake_steps(scratch, notebook_code, unit_code))
+    args = argparse.Namespace(only=None, steps_in_turn=in_turn, device="cpu")
+    assert testrun.run_steps(args, tmp_path) == 0
+    out = capfd.readouterr().out
+    assert f"unit had started: {not in_turn}" in out  # beside: the unit step ran during the notebook step
+    assert out.index("unit had started") < out.index("unit output") < out.index("[course] summary")
+    assert ("started beside the notebook step" in out) is not in_turn
+    for step in ("lint", "notebooks", "unit"):
+        assert f"passed  {step}" in out
+    summary = out[out.index("[course] summary"):]
+    assert "notebooks/07_demo.ipynb" in summary and "tests/test_demo.py::test_it" in summary  # after the summary
+
+
+def test_a_failing_unit_step_beside_the_notebooks_fails_the_run(quiet_helpers, monkeypatch, tmp_path, capfd):
+    monkeypatch.setattr(testrun, "step_commands",
+                        lambda args, scratch: fake_steps(scratch, "print('fine')", "raise SystemExit(3)"))
+    args = argparse.Namespace(only=None, steps_in_turn=False, device="cpu")
+    assert testrun.run_steps(args, tmp_path) == 1
+    assert "FAILED  unit" in capfd.readouterr().out
+
+
+def test_the_unit_step_has_a_worker_more_than_the_cores(monkeypatch):
+    monkeypatch.setattr(testrun.os, "cpu_count", lambda: 2)
+    assert testrun.unit_workers() == 3
+    monkeypatch.setattr(testrun.os, "cpu_count", lambda: 16)
+    assert testrun.unit_workers() == testrun.MAX_UNIT_WORKERS

@@ -1,0 +1,151 @@
+"""A cache of trained models on disk: a recipe trains once, and every later lesson or test that asks for the same
+model, on the same setting, loads it instead of training it again.
+
+A cached run is keyed by everything that decides its numbers: the recipe's name and arguments, the torch version,
+the device, the CPU kernel set, the thread count, the last-bits test hook, and the source of this library. So a
+lesson that runs alone still trains its model, and a lesson that finds the model cached gets exactly the weights,
+the history and the random number generators' state it would have got by training: it prints the same outputs.
+
+Files are written whole (to a temporary name, then renamed), so two processes that train the same model at once
+both end up with a complete file; each file carries a checksum, so a truncated or corrupt one is retrained.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import pickle
+import random
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+CACHE_VARIABLE = "TRANSFORMER_LIB_CACHE"  # a folder; unset: build/model-cache/ in the course's checkout
+LAST_BITS_VARIABLE = "COURSE_MOVE_LAST_BITS"  # the test command's hook that moves matrix products' last bits
+MAGIC = b"transformer-course model cache 1\n"
+LIBRARY = Path(__file__).resolve().parent
+
+History = TypeVar("History")
+log = logging.getLogger(__name__)
+
+
+def cache_folder() -> Path:
+    """``$TRANSFORMER_LIB_CACHE``, or ``build/model-cache`` beside the library (git-ignored)."""
+    return Path(os.environ.get(CACHE_VARIABLE) or LIBRARY.parent / "build" / "model-cache")
+
+
+def library_digest() -> str:
+    """A hash of the library's own source: any change to a model, the data or a training loop changes it."""
+    digest = hashlib.sha256()
+    for path in sorted(LIBRARY.rglob("*.py")):
+        digest.update(path.relative_to(LIBRARY).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def setting_key(device: torch.device) -> dict[str, str]:
+    """What, besides the recipe, changes a training run's numbers on this machine."""
+    return {
+        "torch": str(torch.__version__),
+        "device": str(device),
+        "cpu kernels": torch.backends.cpu.get_cpu_capability(),
+        "threads": str(torch.get_num_threads()),
+        "last bits moved": os.environ.get(LAST_BITS_VARIABLE, ""),
+        "library": library_digest(),
+    }
+
+
+def _random_states() -> dict[str, Any]:
+    """Python's, NumPy's and PyTorch's generator states, in types ``torch.load(weights_only=True)`` accepts."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _restore_random_states(states: dict[str, Any]) -> None:
+    random.setstate(states["python"])
+    kind, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states:
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _write(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` with its checksum to a temporary file beside ``path``, then rename it into place."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as file:
+        file.write(MAGIC + hashlib.sha256(data).digest() + data)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(file.name, path)  # atomic: a reader sees the old file or the new one, never half of one
+
+
+def _read(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The payload stored at ``path`` for ``key``, or None when it is missing, truncated, corrupt or another key's."""
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    header = len(MAGIC) + hashlib.sha256().digest_size
+    data = blob[header:]
+    if not blob.startswith(MAGIC) or blob[len(MAGIC) : header] != hashlib.sha256(data).digest():
+        log.info("model cache: %s is truncated or corrupt; training again", path)
+        return None
+    try:
+        payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, ValueError) as error:  # whole, but not a payload this code wrote
+        log.info("model cache: %s does not load (%s); training again", path, error)
+        return None
+    return payload if isinstance(payload, dict) and payload.get("key") == key else None
+
+
+def cached_training(
+    recipe: str,
+    arguments: dict[str, Any],
+    build: Callable[[], nn.Module],
+    train: Callable[[nn.Module], History],
+    history_type: type[History],
+    device: torch.device,
+) -> tuple[nn.Module, History]:
+    """Return ``(model, history)`` as ``train(build())`` would, loading them from the cache when they are there.
+
+    ``build`` seeds the generators and makes the untrained model on ``device`` (it runs in both cases, so the model
+    is made the same way); ``train`` trains it in place and returns a dataclass of plain numbers and lists. After a
+    load, the model's mode and every random number generator are as training would have left them.
+    """
+    key = {"recipe": recipe, "arguments": {name: repr(value) for name, value in arguments.items()},
+           **setting_key(device)}
+    name = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:20]
+    path = cache_folder() / f"{recipe}-{name}.pt"
+    model = build()
+    payload = _read(path, key)
+    if payload is not None:
+        model.load_state_dict(payload["state_dict"])
+        model.train(payload["training"])
+        _restore_random_states(payload["random states"])
+        return model, history_type(**payload["history"])
+    history = train(model)
+    payload = {"key": key, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+               "training": model.training, "history": asdict(history), "random states": _random_states()}
+    try:
+        _write(path, payload)
+    except OSError as error:  # a read-only checkout or a full disk: the run is still good, only not kept
+        log.info("model cache: could not store %s (%s)", path, error)
+    return model, history
