@@ -43,7 +43,7 @@ def main() -> None:
     for world_size in (1, 2):
         threads = max(1, cores // world_size)
         result = train_data_parallel(model, inputs, targets, lr=0.1, world_size=world_size, methods=("ddp",),
-                                     threads=threads)["ddp"]
+                                     optimizer="sgd", threads=threads)["ddp"]
         step_s[world_size] = statistics.median(result.seconds[1:])
         print(f"{world_size} process(es) x {threads} thread(s): {step_s[world_size] * 1e3:.1f} ms per step "
               f"(median of {steps - 1})")

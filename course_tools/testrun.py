@@ -21,6 +21,7 @@ from .timing import TIMING_VARIABLE, notebook_table, read_timing, slowest
 STEPS = ("lint", "notebooks", "unit")  # the order they run in
 MAX_UNIT_WORKERS = 4  # each worker imports torch and starts kernels: more rarely pays on a laptop
 SLOWEST_SHOWN = 10  # unit tests named after the summary, slowest first
+NOTEBOOK_NICENESS = 5  # the notebook step's priority beside the unit step (higher is lower: 0 normal, 19 lowest)
 
 
 def device_problem(device: str) -> str | None:
@@ -132,12 +133,14 @@ def print_timing(scratch: Path) -> None:
 class Step:
     """One step's process, started now; its output goes to the terminal, or to ``log`` to be shown later."""
 
-    def __init__(self, spec: tuple[list[str], dict[str, str]], log: Path | None = None) -> None:
+    def __init__(self, spec: tuple[list[str], dict[str, str]], log: Path | None = None, niceness: int = 0) -> None:
         command, env = spec
         self.log, self.started = log, time.perf_counter()
         self.output = open(log, "w") if log else None  # noqa: SIM115 (closed in finish)
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.output,
                                         stderr=subprocess.STDOUT if log else None)
+        if niceness and hasattr(os, "setpriority"):  # POSIX; its workers and kernels, started later, inherit it
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, niceness)
 
     def finish(self) -> tuple[int, float]:
         """Wait for the step, showing its logged output as it comes; its exit status and seconds."""
@@ -169,7 +172,10 @@ def run_steps(args: argparse.Namespace, scratch: Path) -> int:
     notebooks = None
     if "notebooks" in steps:
         announce("notebooks", steps["notebooks"][0])
-        notebooks = Step(steps["notebooks"])
+        # Beside the unit step, the notebooks yield the CPU to it: unit tests hold time limits (a grading kernel's
+        # 12 s per cell), the notebooks' cells have 600 s.
+        beside_unit = "unit" in steps and not args.steps_in_turn
+        notebooks = Step(steps["notebooks"], niceness=NOTEBOOK_NICENESS if beside_unit else 0)
     if "unit" in steps:
         packages.join()
         site_environment.join()

@@ -76,3 +76,11 @@ def test_int8_weights_report_memory_and_loss():
 def test_data_parallel_reports_the_step_time_ratio():
     values = last_line_values("data_parallel.py")
     assert float(values["step_ratio"]) > 0 and int(values["steps"]) == 3
+
+
+def test_fine_tuning_reports_lora_against_full_side_by_side():
+    values = last_line_values("fine_tuning.py")
+    assert 0 < int(values["trainable_lora"]) < int(values["trainable_full"])
+    assert 0 < float(values["trainable_share"]) < 0.2  # rank 8 on every linear layer of the small --quick model
+    assert float(values["step_ms_full"]) > 0 and float(values["step_ms_lora"]) > 0
+    assert float(values["peak_mib_full"]) >= 0 and float(values["peak_mib_lora"]) >= 0

@@ -36,7 +36,7 @@ def shift(offset, d_model, sign=1.0, to_angle=lambda a: a, frequency=lambda j, d
     for j in range(d_model // 2):
         a = to_angle(offset * frequency(j, d_model))
         m[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor(
-            [[math.cos(a), sign * math.sin(a)], [-sign * math.sin(a), math.cos(a)]]
+            [[math.cos(a), -sign * math.sin(a)], [sign * math.sin(a), math.cos(a)]]
         )
     return m
 

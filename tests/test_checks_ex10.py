@@ -57,11 +57,12 @@ def beam_step(prefixes, scores, log_probs, beam_size, eos_id, alpha, bug=None):
         beam, token = divmod(index, log_probs.shape[1])
         tokens = prefixes[beam].tolist() + [token]
         generated = len(tokens) if bug == "bos counted" else len(tokens) - 1
+        penalty = generated**alpha if bug == "plain length" else ((5 + generated) / 6) ** alpha
         if token == eos_id and bug != "eos kept alive":
-            finished.append((score if bug == "no penalty" else score / generated**alpha, tokens))
+            finished.append((score if bug == "no penalty" else score / penalty, tokens))
         else:
             kept.append(tokens)
-            kept_scores.append(score / generated**alpha if bug == "penalty on live beams" else score)
+            kept_scores.append(score / penalty if bug == "penalty on live beams" else score)
     return torch.tensor(kept), torch.tensor(kept_scores), finished
 
 
@@ -151,8 +152,9 @@ def test_top_p_names_each_mistake(bug, hint):
         ("no running total", "add the prefix's total log-probability"),
         ("eos kept alive", "set it aside instead of keeping it"),
         ("penalty on live beams", "apply the length penalty to finished hypotheses only"),
-        ("no penalty", "divide each finished hypothesis's log-probability by length ** alpha"),
+        ("no penalty", "divide each finished hypothesis's log-probability by ((5 + length) / 6) ** alpha"),
         ("bos counted", "count the generated tokens only"),
+        ("plain length", "Wu et al.'s ((5 + length) / 6) ** alpha, not length ** alpha"),
     ],
 )
 def test_beam_step_names_each_mistake(bug, hint):
@@ -237,6 +239,7 @@ def test_every_named_mistake_is_diagnosed_as_itself():
                      "penalty-on-live-beams")
     assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="no penalty")), "no-length-penalty")
     assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="bos counted")), "bos-counted-in-length")
+    assert_diagnosed(check.beam_step(lambda *args: beam_step(*args, bug="plain length")), "plain-length-power")
     assert_diagnosed(check.cached_attention_step(forgets_the_cache), "cache-not-returned")
     assert_diagnosed(check.cached_attention_step(lambda *args: cached_step(*args, bug="unscaled")), "missing-sqrt-d")
     assert_diagnosed(check.cached_attention_step(divided_by_d), "divided-by-d")

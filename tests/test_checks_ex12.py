@@ -191,12 +191,12 @@ def test_the_encoding_mistakes_differ_from_the_answer_on_the_checked_words():
 @pytest.mark.parametrize("bug, text", [
     ("broken", "both bugs are still there"),
     ("pairs only", "the positions are right now, but the pairs are still read as neighbours"),
-    ("neighbours", "Llama pairs feature j with feature j + d_head/2"),
+    ("neighbours", "Llama pairs feature m with feature m + d_head/2"),
     ("degrees", "do not convert it as if it were degrees"),
     ("offset", "the pairs are right now, but the positions start at 0"),
     ("arange", "rotate by the positions passed in"),
     ("sign", "the rotation turns the pair forwards"),
-    ("exponent j", "the exponent has 2j"),
+    ("exponent j", "the exponent has 2m"),
 ])
 def test_rope_halves_mistakes(bug, text):
     result = check.rope_halves(lambda x, positions: rope_halves(x, positions, bug))

@@ -1,53 +1,43 @@
 """The lesson 13 checks accept the solutions, spot stubs, and name typical mistakes."""
 
 import torch
-import torch.nn.functional as F
 
 from check_helpers import assert_diagnosed, assert_rejected_with, stub
 from transformer_lib.checks import ex13_inside_a_trained_model as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
-from transformer_lib.induction import half_losses
-from transformer_lib.interpret import ablate_heads, head_output_means
 
 
-def score(weights, tokens, shift=1, all_queries=False):
+def duplicate(weights, tokens, shift=0, self_included=False, all_queries=False):
+    """Every head's duplicate-token score over a batch, vectorised: weights (batch, heads, T, T), tokens (batch, T)
+    -> (heads,). The keyword arguments make the classic mistakes."""
+    length = tokens.shape[1]
+    same = tokens[:, :, None] == tokens[:, None, :]  # (batch, T_q, T_k)
+    mask = same & torch.ones(length, length, dtype=torch.bool).tril(0 if self_included else -1)
+    keys = torch.zeros_like(mask)
+    keys[:, :, shift:] = mask[:, :, : length - shift]  # shift 1: the key after each occurrence
+    queries = mask.any(-1)  # (batch, T)
+    per_query = (weights * keys[:, None]).sum(-1)  # (batch, heads, T)
+    total = (per_query * queries[:, None]).sum(dim=(0, 2))  # (heads,)
+    return total / (queries.numel() if all_queries else queries.sum())
+
+
+def chance(tokens, keys_seen=1, one_occurrence=False, all_queries=False):
+    """The uniform head's induction score counted: query i puts 1 / (i + keys_seen) on each of its targets."""
     total, counted = 0.0, 0
     for i in range(len(tokens)):
-        earlier = [j for j in range(i) if tokens[j] == tokens[i]]
-        if earlier:
-            total += sum(weights[i, j + shift].item() for j in earlier)
+        occurrences = sum(1 for j in range(i) if tokens[j] == tokens[i])
+        if occurrences:
+            total += (1 if one_occurrence else occurrences) / (i + keys_seen)
             counted += 1
     return total / (len(tokens) if all_queries else counted)
 
 
-def fixed_offset(weights, tokens):
-    half = len(tokens) // 2
-    return sum(weights[i, i - half + 1].item() for i in range(half, len(tokens))) / half
-
-
-def ablation(model, tokens, kind="mean", which=1):
-    means = head_output_means(model, tokens)
-    losses = torch.zeros(model.config.num_layers, model.config.num_heads)
-    for layer in range(model.config.num_layers):
-        for head in range(model.config.num_heads):
-            with ablate_heads(model, [(layer, head)], kind, means), torch.no_grad():
-                logits = model(tokens)
-            if which == 2:
-                losses[layer, head] = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
-            else:
-                losses[layer, head] = half_losses(logits, tokens)[which]
-    return losses
-
-
-def ablation_leaving_a_hook(model, tokens):
-    losses = ablation(model, tokens)
-    model.blocks[0].self_attn.out_proj.register_forward_pre_hook(lambda module, args: None)
-    return losses
-
-
 @torch.no_grad()
-def patch(model, tokens, depth, position, replacement, offset=0, everywhere=False, returned=True, remove=True):
-    modules = [model.dropout, *model.blocks]
+def patch(model, tokens, depth, position, replacement, offset=0, everywhere=False, returned=True, remove=True,
+          blocks_only=False):
+    """The patch written out; the keyword arguments make the classic mistakes (``blocks_only``: ``model.blocks[depth
+    - 1]`` for every depth, so depth 0 hooks the last block)."""
+    modules = [model.blocks[-1], *model.blocks] if blocks_only else [model.dropout, *model.blocks]
 
     def overwrite(module, args, output):
         output = output.clone()
@@ -65,48 +55,75 @@ def patch(model, tokens, depth, position, replacement, offset=0, everywhere=Fals
             handle.remove()
 
 
+@torch.no_grad()
+def patch_by_pre_hook_left_behind(model, tokens, depth, position, replacement):
+    """The same patch made on the next module's input, with the forward pre-hook never removed."""
+    def overwrite(module, args):
+        x = args[0].clone()
+        x[:, position] = replacement
+        return (x,)
+
+    [*model.blocks, model.final_norm][depth].register_forward_pre_hook(overwrite)
+    return model(tokens)
+
+
+def patch_leaving_a_silent_hook(model, tokens, depth, position, replacement):
+    """A right patch, plus a forward hook that changes nothing and stays on the model."""
+    model.head.register_forward_hook(lambda module, args, output: None)
+    return patch(model, tokens, depth, position, replacement)
+
+
+def patch_then_change_a_weight(model, tokens, depth, position, replacement):
+    logits = patch(model, tokens, depth, position, replacement)
+    with torch.no_grad():
+        model.head.weight.mul_(1.5)
+    return logits
+
+
 def test_stubs_are_not_attempted(capsys):
-    checks = (check.induction_score_of, check.head_ablation_losses, check.patch_residual)
+    checks = (check.duplicate_token_score_of, check.uniform_induction_score, check.patch_residual)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
 
 
-def test_induction_score_accepts_the_solution_as_a_float_or_a_tensor():
-    assert check.induction_score_of(score).ok
-    assert check.induction_score_of(lambda w, t: torch.tensor(score(w, t))).ok
+def test_duplicate_token_score_accepts_the_solution():
+    assert check.duplicate_token_score_of(duplicate).ok
 
 
-def test_induction_score_names_the_off_by_one():
-    result = check.induction_score_of(lambda w, t: score(w, t, shift=0))
-    assert_rejected_with(result, "off by one: you measured the weight on the earlier occurrence itself")
-    assert_diagnosed(result, "weight-on-occurrence")
+def test_duplicate_token_score_rejects_a_constant():
+    assert_rejected_with(check.duplicate_token_score_of(lambda w, t: 0.5), "duplicate-token scores")
 
 
-def test_induction_score_names_averaging_over_every_query_and_a_fixed_offset():
-    assert_rejected_with(check.induction_score_of(lambda w, t: score(w, t, all_queries=True)),
-                         "average only over the queries whose token occurred before")
-    assert_rejected_with(check.induction_score_of(fixed_offset), "a fixed distance back")
-    assert_diagnosed(check.induction_score_of(lambda w, t: score(w, t, all_queries=True)), "mean-over-all-queries")
-    assert_diagnosed(check.induction_score_of(fixed_offset), "fixed-offset")
+def test_duplicate_token_score_names_typical_mistakes():
+    induction = check.duplicate_token_score_of(lambda w, t: duplicate(w, t, shift=1))
+    assert_rejected_with(induction, "which is the induction score")
+    assert_diagnosed(induction, "induction-offset")
+    with_self = check.duplicate_token_score_of(lambda w, t: duplicate(w, t, self_included=True))
+    assert_rejected_with(with_self, "every token equals itself")
+    assert_diagnosed(with_self, "self-included")
+    every_query = check.duplicate_token_score_of(lambda w, t: duplicate(w, t, all_queries=True))
+    assert_rejected_with(every_query, "average only over the queries whose token occurred before")
+    assert_diagnosed(every_query, "mean-over-all-queries")
 
 
-def test_head_ablation_losses_accepts_the_solution():
-    assert check.head_ablation_losses(ablation).ok
+def test_uniform_induction_score_accepts_the_solution():
+    assert check.uniform_induction_score(chance).ok
 
 
-def test_head_ablation_losses_names_zero_ablation_and_the_wrong_half():
-    assert_rejected_with(check.head_ablation_losses(lambda m, t: ablation(m, t, kind="zero")), "you zero-ablated")
-    assert_rejected_with(check.head_ablation_losses(lambda m, t: ablation(m, t, which=0)), "the loss on the first half")
-    assert_rejected_with(check.head_ablation_losses(lambda m, t: ablation(m, t, which=2)), "the whole sequence")
-    assert_diagnosed(check.head_ablation_losses(lambda m, t: ablation(m, t, kind="zero")), "zero-ablation")
-    assert_diagnosed(check.head_ablation_losses(lambda m, t: ablation(m, t, which=0)), "first-half-loss")
-    assert_diagnosed(check.head_ablation_losses(lambda m, t: ablation(m, t, which=2)), "whole-sequence-loss")
+def test_uniform_induction_score_rejects_the_lessons_rounded_guess():
+    assert_rejected_with(check.uniform_induction_score(lambda t: 0.07), "the chance induction score")
 
 
-def test_head_ablation_losses_notices_a_hook_left_behind():
-    assert_rejected_with(check.head_ablation_losses(ablation_leaving_a_hook), "a hook is still registered")
-    assert_diagnosed(check.head_ablation_losses(ablation_leaving_a_hook), "hook-left-behind")
+def test_uniform_induction_score_names_typical_mistakes():
+    without_self = check.uniform_induction_score(lambda t: chance(t, keys_seen=0))
+    assert_rejected_with(without_self, "query i sees i + 1 keys")
+    assert_diagnosed(without_self, "prefix-without-self")
+    one = check.uniform_induction_score(lambda t: chance(t, one_occurrence=True))
+    assert_rejected_with(one, "has that many targets")
+    assert_diagnosed(one, "one-occurrence-only")
+    every_query = check.uniform_induction_score(lambda t: chance(t, all_queries=True))
+    assert_diagnosed(every_query, "mean-over-all-queries")
 
 
 def test_patch_residual_accepts_the_solution():
@@ -117,8 +134,25 @@ def test_patch_residual_names_typical_mistakes():
     assert_rejected_with(check.patch_residual(lambda *a: patch(*a, offset=1)), "off by one in depth")
     assert_rejected_with(check.patch_residual(lambda *a: patch(*a, everywhere=True)), "you replaced every position")
     assert_rejected_with(check.patch_residual(lambda *a: patch(*a, returned=False)), "nothing changed")
-    assert_rejected_with(check.patch_residual(lambda *a: patch(*a, remove=False)), "a forward hook is still registered")
     assert_diagnosed(check.patch_residual(lambda *a: patch(*a, offset=1)), "depth-off-by-one")
     assert_diagnosed(check.patch_residual(lambda *a: patch(*a, everywhere=True)), "every-position")
     assert_diagnosed(check.patch_residual(lambda *a: patch(*a, returned=False)), "output-not-returned")
-    assert_diagnosed(check.patch_residual(lambda *a: patch(*a, remove=False)), "hook-left-behind")
+    assert_diagnosed(check.patch_residual(lambda *a: patch(*a, blocks_only=True)), "depth-zero-is-last-block")
+
+
+def test_patch_residual_catches_every_kind_of_hook_left_behind():
+    forward = check.patch_residual(lambda *a: patch(*a, remove=False))
+    assert_rejected_with(forward, "a hook is still registered on blocks.0")
+    assert_diagnosed(forward, "hook-left-behind")
+    pre = check.patch_residual(patch_by_pre_hook_left_behind)
+    assert_rejected_with(pre, "a hook is still registered on blocks.1")
+    assert_diagnosed(pre, "hook-left-behind")
+    silent = check.patch_residual(patch_leaving_a_silent_hook)  # computes as before, but the hook is there
+    assert_rejected_with(silent, "a hook is still registered on head")
+    assert_diagnosed(silent, "hook-left-behind")
+
+
+def test_patch_residual_compares_with_the_logits_from_before_the_call():
+    changed = check.patch_residual(patch_then_change_a_weight)
+    assert_rejected_with(changed, "its logits on the same tokens changed")
+    assert_diagnosed(changed, "model-changed")

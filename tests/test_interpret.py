@@ -2,18 +2,23 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer_lib import GPT, GPTConfig, set_seed
 from transformer_lib.interpret import (
     ablate_heads,
+    attention_input,
     attention_patterns,
     head_output_means,
     logit_lens,
     patched_logits,
+    patched_projection_logits,
     residual_stream,
     token_ranks,
+    trace_projections,
     trace_residual,
 )
+from transformer_lib.multi_head import merge_heads, split_heads
 
 
 def small_gpt(feed_forward=True):
@@ -117,3 +122,66 @@ def test_token_ranks_count_ties_against_the_target():
     assert token_ranks(logits, torch.tensor([0, 2])).tolist() == [2, 2]
     by_depth = torch.stack([logits, -logits])  # (depths, positions, V): one row of targets serves both
     assert token_ranks(by_depth, torch.tensor([1, 0])).tolist() == [[0, 2], [2, 2]]
+
+
+def test_per_position_means_average_to_the_pooled_means_and_ablate_nothing_on_one_sequence():
+    model = small_gpt()
+    means = head_output_means(model, TOKENS, per_position=True)
+    assert means.shape == (2, 4, 10, 4)
+    torch.testing.assert_close(means.mean(dim=2), head_output_means(model, TOKENS))
+    same = TOKENS[:1].expand(3, -1)  # one sequence three times: each position's mean is the head's own output
+    with torch.no_grad():
+        intact = model(same)
+    own = head_output_means(model, same, per_position=True)
+    with ablate_heads(model, [(0, 1), (1, 2)], kind="mean", means=own), torch.no_grad():
+        torch.testing.assert_close(model(same), intact)
+    with ablate_heads(model, [(0, 1), (1, 2)], kind="mean", means=means), torch.no_grad():
+        assert not torch.allclose(model(same), intact)  # other sequences' means change it
+
+
+def manual_forward(model, tokens, layer, projection, position, replacement):
+    """An attention-only GPT written out, one projection's input at ``position`` of block ``layer`` replaced."""
+    x = model.token_embedding(tokens) + model.position_embedding(torch.arange(tokens.shape[1]))
+    for index, block in enumerate(model.blocks):
+        attn = block.self_attn
+        h = block.norm1(x)
+        inputs = {name: h for name in ("q", "k", "v")}
+        if index == layer:
+            inputs[projection] = h.clone()
+            inputs[projection][:, position] = replacement
+        q, k, v = (split_heads(getattr(attn, f"{name}_proj")(inputs[name]), attn.num_heads) for name in "qkv")
+        x = x + attn.out_proj(merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+    return model.head(model.final_norm(x))
+
+
+@pytest.mark.parametrize("projection", ["q", "k", "v"])
+def test_a_projection_patch_changes_that_projections_input_only(projection):
+    model = small_gpt(feed_forward=False)
+    other = TOKENS.flip(0)
+    replacement = attention_input(model, other, 1)[:, 4]  # (batch, d_model): another run's input at position 4
+    patched = patched_projection_logits(model, TOKENS, 1, projection, 4, replacement)
+    with torch.no_grad():
+        torch.testing.assert_close(patched, manual_forward(model, TOKENS, 1, projection, 4, replacement))
+        intact = model(TOKENS)
+    torch.testing.assert_close(patched[:, :4], intact[:, :4])  # earlier positions never see position 4
+    if projection == "q":  # a query serves its own position only
+        torch.testing.assert_close(patched[:, 5:], intact[:, 5:])
+    assert not any(module._forward_pre_hooks for module in model.modules())
+    with pytest.raises(ValueError, match="projection='o' is unknown"):
+        patched_projection_logits(model, TOKENS, 1, "o", 4, replacement)
+
+
+def test_trace_projections_is_one_patch_per_projection_and_position():
+    model = small_gpt(feed_forward=False)
+    corrupted = TOKENS.clone()
+    corrupted[:, 2] = 0
+    target = TOKENS[:, 8]
+    trace = trace_projections(model, TOKENS, corrupted, 1, 7, target)
+    assert trace.shape == (3, 10)
+    clean_input = attention_input(model, TOKENS, 1)
+    logits = patched_projection_logits(model, corrupted, 1, "k", 3, clean_input[:, 3])
+    expected = torch.log_softmax(logits[:, 7], -1).gather(-1, target[:, None]).mean()
+    torch.testing.assert_close(trace[1, 3], expected)
+    with torch.no_grad():
+        corrupted_log_p = torch.log_softmax(model(corrupted)[:, 7], -1).gather(-1, target[:, None]).mean()
+    torch.testing.assert_close(trace[:, 8:], corrupted_log_p.expand(3, 2))  # positions after 7 cannot matter

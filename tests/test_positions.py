@@ -9,7 +9,6 @@ from transformer_lib import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     apply_rope,
-    dot_products_by_offset,
     scaled_dot_product_attention,
     shift_rotation,
     sinusoidal_encoding,
@@ -49,17 +48,27 @@ def test_a_shift_is_one_rotation_for_all_positions():
     pe = sinusoidal_encoding(40, d_model).double()
     frequencies = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     rotation = torch.zeros(d_model, d_model, dtype=torch.float64)
-    for j, w in enumerate(frequencies):
+    for m, w in enumerate(frequencies):
         c, s = math.cos(offset * w), math.sin(offset * w)
-        rotation[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
-    torch.testing.assert_close(pe[:-offset] @ rotation.T, pe[offset:], atol=1e-6, rtol=0)
+        rotation[2 * m : 2 * m + 2, 2 * m : 2 * m + 2] = torch.tensor([[c, -s], [s, c]])  # rows: PE(p) @ M_k
+    torch.testing.assert_close(pe[:-offset] @ rotation, pe[offset:], atol=1e-6, rtol=0)
+    torch.testing.assert_close(shift_rotation(offset, d_model).double(), rotation, atol=1e-6, rtol=0)
 
 
 def test_shift_rotation_matches_the_hand_built_matrix():
     pe = sinusoidal_encoding(40, 6).double()
     rotation = shift_rotation(3, 6).double()
-    torch.testing.assert_close(pe[:-3] @ rotation.T, pe[3:], atol=1e-6, rtol=0)
+    torch.testing.assert_close(pe[:-3] @ rotation, pe[3:], atol=1e-6, rtol=0)
     torch.testing.assert_close(rotation @ rotation.T, torch.eye(6, dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+def test_rope_turns_the_other_way_from_the_shift_of_the_sinusoid():
+    """Moving PE forward by k is RoPE's rotation at position -k: the (sin, cos) pairs turn from feature 2m+1 towards
+    2m, RoPE from 2m towards 2m+1."""
+    pe = sinusoidal_encoding(40, 8).double()  # (40, 8)
+    k = 5
+    torch.testing.assert_close(apply_rope(pe[:-k], positions=torch.full((35,), -k)), pe[k:], atol=1e-6, rtol=0)
+    assert not torch.allclose(apply_rope(pe[:-k], positions=torch.full((35,), k)), pe[k:], atol=1e-3)
 
 
 def test_dot_product_depends_only_on_the_offset():
@@ -140,11 +149,3 @@ def test_learned_positions_of_the_wrong_width_name_the_fix():
 def test_sinusoidal_encoding_needs_at_least_one_position():
     with pytest.raises(ValueError, match="num_positions=0 must be at least 1"):
         sinusoidal_encoding(0, 8)
-
-
-def test_dot_products_by_offset_do_not_depend_on_the_start():
-    dots = dot_products_by_offset(16, 0, 20)  # (21,)
-    assert dots.shape == (21,) and dots.dtype == torch.float64
-    torch.testing.assert_close(dots, dot_products_by_offset(16, 37, 20), atol=1e-5, rtol=0)
-    expected = torch.cos(torch.arange(21.0, dtype=torch.float64)[:, None] * 10000 ** (-torch.arange(0, 16, 2) / 16))
-    torch.testing.assert_close(dots, expected.sum(-1), atol=1e-5, rtol=0)  # each sin/cos pair adds cos(k ω_j)

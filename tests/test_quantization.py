@@ -8,6 +8,7 @@ from torch import nn
 
 from transformer_lib import GPT, GPTConfig, set_seed
 from transformer_lib.quantization import (
+    AllocationPeak,
     Int8Linear,
     dequantize_int8,
     int8_scales,
@@ -70,3 +71,27 @@ def test_a_tied_output_layer_is_refused():
     model = GPT(GPTConfig(vocab_size=10, block_size=4, d_model=8, num_heads=2, d_ff=16, tie_output=True))
     with pytest.raises(ValueError, match="tie_output=False"):
         quantize_linear_layers(model)
+
+
+def test_allocation_peak_counts_new_tensors_while_they_live():
+    x, w = torch.randn(64, 64), torch.randn(256, 64)
+    with torch.no_grad(), AllocationPeak() as peak:
+        y = x @ w.T  # (64, 256) float32: 65 536 bytes
+        y.t()  # a view: nothing new
+        z = y.relu()  # another 65 536 while y lives
+        del y, z
+        small = torch.zeros(10)  # 40 bytes, after the others were freed
+    assert peak.bytes == 2 * 64 * 256 * 4 and peak.alive == small.nbytes
+
+
+def test_int8_linear_holds_one_float_copy_of_its_weight_during_a_call():
+    """Stored, the int8 layer is a quarter of the float one; during a call it rebuilds the float32 weight once."""
+    layer = nn.Linear(64, 256)
+    quantized = Int8Linear(layer)
+    x = torch.randn(1, 64)
+    with torch.no_grad(), AllocationPeak() as float_peak:
+        layer(x)
+    with torch.no_grad(), AllocationPeak() as int8_peak:
+        quantized(x)
+    assert float_peak.bytes == 256 * 4  # the output row only
+    assert int8_peak.bytes == 256 * 64 * 4 + 256 * 4  # the rebuilt weight and the output

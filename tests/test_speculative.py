@@ -6,15 +6,32 @@ import math
 import pytest
 import torch
 
-from transformer_lib import GPT, GPTConfig, GreedyWithMargin, generate, set_seed
+from transformer_lib import (
+    GPT,
+    CharTokenizer,
+    GPTConfig,
+    GreedyWithMargin,
+    baseline_losses,
+    evaluate_lm_loss,
+    generate,
+    python_docs,
+    set_seed,
+    single_thread,
+    train_char_gpt,
+)
+from transformer_lib.quantization import quantize_linear_layers
 from transformer_lib.speculative import (
     CachedLogits,
+    ForwardTimer,
     acceptance_probability,
+    expected_speedup,
     expected_tokens_per_call,
     residual_distribution,
+    simulate_acceptance,
     speculative_accept,
     speculative_generate,
     speculative_token_distribution,
+    verify_cost,
 )
 
 
@@ -44,9 +61,95 @@ def test_accept_always_when_the_draft_under_proposes_and_nothing_to_repair_when_
     assert kept.tolist()[:2] == [0, 1] and len(kept) == 3  # both proposals and a bonus token
 
 
+def test_the_rule_is_exact_where_p_and_q_are_zero_or_equal():
+    """After top-k both models give some tokens probability 0 (p = q = 0): keeping such a token is decided without
+    0 / 0, and when the draft equals the target there is nothing to repair, yet no NaN appears anywhere."""
+    p = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0], dtype=torch.float64)
+    q = torch.tensor([0.3, 0.0, 0.4, 0.1, 0.2], dtype=torch.float64)  # token 1: p = q = 0; token 4: only the draft
+    accept = acceptance_probability(p, q)
+    assert not accept.isnan().any()
+    torch.testing.assert_close(accept, torch.tensor([1.0, 1.0, 0.75, 1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(speculative_token_distribution(p, q), p)
+    for same in (p, q):
+        assert torch.equal(acceptance_probability(same, same), torch.ones_like(same))
+        assert torch.equal(residual_distribution(same, same), same)  # no 0 / 0: the (unused) residual is p
+        torch.testing.assert_close(speculative_token_distribution(same, same), same)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):  # a round on these rows never draws a token that p gives probability 0
+        proposal = torch.multinomial(q, 1, generator=generator)
+        kept = speculative_accept(torch.stack((p, p)), q[None], proposal, generator)
+        assert p[kept[-1]] > 0 and (len(kept) == 1 or p[kept[0]] > 0)
+
+
+def test_sampling_with_top_k_never_meets_a_nan():
+    target, draft = tiny_gpt(0), tiny_gpt(1, layers=1, width=8)
+    for k in (1, 4):
+        result = speculative_generate(target, draft, torch.tensor([[1, 2]]), 20, k=k, temperature=1.0, top_k=2,
+                                      generator=torch.Generator().manual_seed(k))
+        assert result.tokens.shape == (1, 22) and 0 <= result.acceptance_rate <= 1
+
+
 def test_expected_tokens_per_call():
     assert expected_tokens_per_call(0.0, 4) == 1.0 and expected_tokens_per_call(1.0, 4) == 5.0
     assert math.isclose(expected_tokens_per_call(0.5, 2), 1.75)
+
+
+def test_expected_speedup_is_leviathans_improvement_factor():
+    for a, k, c in ((0.8, 4, 0.1), (0.5, 2, 0.3), (0.95, 8, 0.05)):
+        leviathan = (1 - a ** (k + 1)) / ((1 - a) * (k * c + 1))  # Leviathan et al., Theorem 3.8
+        assert math.isclose(expected_speedup(a, k, c), leviathan)
+    assert math.isclose(expected_speedup(0.5, 2, 0.25, verify_cost=1.5), 1.75 / 2.0)
+
+
+def test_acceptance_counts_only_examined_proposals():
+    """A proposal after the first rejection of its round is never examined: it is neither kept nor rejected."""
+    target, draft = tiny_gpt(0), tiny_gpt(1, layers=1, width=8)
+    prompt = torch.tensor([[3, 1, 4]])
+    for k in (1, 3, 6):
+        result = speculative_generate(target, draft, prompt, 25, k)
+        rejections = result.examined - result.accepted  # at most one per round
+        assert 0 <= rejections <= result.target_calls and result.examined <= result.proposed
+        assert sum(result.round_sizes) == result.proposed and len(result.round_sizes) == result.target_calls
+        assert result.acceptance_rate == result.accepted / result.examined
+        assert result.share_kept == result.accepted / result.proposed
+        if k == 1:
+            assert result.examined == result.proposed  # one proposal per round: each one is examined
+        else:
+            assert 0 < rejections and result.examined < result.proposed  # this draft errs: some went unexamined
+        new = result.tokens.shape[1] - prompt.shape[1]
+        assert new == result.accepted + result.target_calls  # every round adds its kept proposals and one more
+
+
+def test_the_forward_timer_counts_every_pass_of_its_model_and_then_lets_go():
+    target, draft = tiny_gpt(0), tiny_gpt(1, layers=1, width=8)
+    with ForwardTimer(target) as target_time, ForwardTimer(draft) as draft_time:
+        result = speculative_generate(target, draft, torch.tensor([[1, 2]]), 12, k=3)
+    assert target_time.calls == result.target_calls and draft_time.calls == result.draft_calls
+    assert 0 < target_time.per_call and math.isclose(target_time.seconds, target_time.per_call * target_time.calls)
+    with torch.no_grad():
+        target(torch.tensor([[1, 2]]))  # after the block: no longer counted
+    assert target_time.calls == result.target_calls
+    assert not target._forward_hooks and not target._forward_pre_hooks
+
+
+def test_verify_cost_times_a_cached_pass_and_leaves_the_model_as_it_was():
+    target = tiny_gpt(0)
+    context = torch.randint(10, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = target(context)
+    assert 0 < verify_cost(target, context, 3, repeats=2)
+    with torch.no_grad():
+        torch.testing.assert_close(target(context), before)
+
+
+def test_independent_acceptances_meet_the_formula_and_clustered_ones_fall_below_it():
+    for k in (4, 8):
+        alpha, per_call = simulate_acceptance(k, 0.94, 0.94, 0.5)
+        assert abs(per_call / expected_tokens_per_call(alpha, k) - 1) < 0.01
+        alpha, per_call = simulate_acceptance(k, 0.995, 0.7, 0.05)
+        assert per_call < 0.985 * expected_tokens_per_call(alpha, k)  # kept / examined favours the long easy runs
+    alpha, per_call = simulate_acceptance(1, 0.995, 0.7, 0.05)
+    assert math.isclose(per_call, expected_tokens_per_call(alpha, 1))  # k = 1: equal by construction
 
 
 @pytest.mark.parametrize("k", [1, 3, 5])
@@ -66,6 +169,7 @@ def test_a_perfect_draft_is_always_accepted():
     target = tiny_gpt(0)
     result = speculative_generate(target, target, torch.tensor([[1, 2]]), 15, k=4)
     assert result.acceptance_rate == 1.0 and result.target_calls == 3  # rounds of 5 tokens
+    assert result.examined == result.proposed == 12 and result.round_sizes == [4, 4, 4]
     assert result.tokens_per_target_call == 5.0
     sampled = speculative_generate(target, target, torch.tensor([[1, 2]]), 15, k=4, temperature=1.0,
                                    generator=torch.Generator().manual_seed(0))
@@ -124,3 +228,38 @@ def test_sampling_follows_the_targets_distribution():
     wrong = runs * draft_exact.double()  # the counts it would give, on average
     wrong_chi2 = ((wrong - expected) ** 2 / expected).sum()
     assert torch.special.gammaincc(torch.tensor(4.0, dtype=torch.float64), wrong_chi2 / 2) < 1e-6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lesson_14_bounds_hold_on_three_seeds(seed):
+    """The bounds lesson 14 asserts on its trained target and draft (lesson 11's recipe, one thread, 300 steps), on 3
+    seeds: both beat the bigram baseline, α hardly depends on k, 1 + α + … + α^k predicts the tokens per target call
+    within 10 %, and int8 weights per channel raise the held-out loss by at most 2 %."""
+    with single_thread():  # as the lesson
+        check_lesson_14_bounds(seed)
+
+
+def check_lesson_14_bounds(seed):
+    vocab_size = len(CharTokenizer(python_docs()))
+
+    def trained(d_model, num_layers, lr):
+        config = GPTConfig(vocab_size=vocab_size, block_size=64, d_model=d_model, num_heads=4, num_layers=num_layers,
+                           d_ff=4 * d_model)
+        return train_char_gpt(300, torch.device("cpu"), config=config, batch_size=16, lr=lr, seed=seed,
+                              eval_every=300, eval_windows=32)
+
+    target_run, draft_run = trained(64, 3, 3e-3), trained(32, 1, 1e-2)
+    bigram = baseline_losses(target_run.train, target_run.valid, vocab_size)["bigram"]
+    assert target_run.history.valid_loss[-1] < bigram - 0.1 and draft_run.history.valid_loss[-1] < bigram
+    valid = target_run.valid
+    prompts = [valid[s : s + 16][None] for s in (torch.arange(6) * (len(valid) // 6)).tolist()]
+    acceptance = []
+    for k in (1, 4, 8):
+        results = [speculative_generate(target_run.model, draft_run.model, prompt, 48, k) for prompt in prompts]
+        accepted, calls = sum(r.accepted for r in results), sum(r.target_calls for r in results)
+        acceptance.append(accepted / sum(r.examined for r in results))
+        predicted = sum(expected_tokens_per_call(acceptance[-1], n) for r in results for n in r.round_sizes) / calls
+        assert abs((accepted + calls) / calls / predicted - 1) < 0.1
+    assert max(acceptance) - min(acceptance) < 0.1
+    float_loss = evaluate_lm_loss(target_run.model, valid, 64, windows=64)
+    assert evaluate_lm_loss(quantize_linear_layers(target_run.model), valid, 64, windows=64) <= 1.02 * float_loss

@@ -11,10 +11,10 @@ from course_tools import CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
 from transformer_lib.data import ADJECTIVES, CharTokenizer, make_translation_task, train_valid_split, zen_of_python
-from transformer_lib.evaluation import chrf
+from transformer_lib.evaluation import bleu, chrf, translate
 from transformer_lib.gpt import GPT, GPTConfig
 from transformer_lib.model import Transformer
-from transformer_lib.recipes import translation_model_config
+from transformer_lib.recipes import train_translation_model, translation_model_config
 from transformer_lib.training import (
     LMHistory,
     TrainingConfig,
@@ -25,7 +25,10 @@ from transformer_lib.training import (
     train_gpt,
     training_step,
     transformer_lr,
+    unigram_loss,
     warmup_linear_decay_lr,
+    warmup_run,
+    warmup_task,
 )
 
 
@@ -263,3 +266,40 @@ def test_the_best_step_is_where_the_held_out_loss_is_lowest():
     assert history.best_step() == 100
     with pytest.raises(ValueError, match="no held-out loss was measured"):
         LMHistory().best_step()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_them(seed):
+    """Lesson 09's comparison at matched schedules: both runs take the same 150 steps, seed, weights and batches;
+    the model with positions also scores higher on exact match, BLEU and chrF over the test set."""
+    config, cpu = TrainingConfig(steps=150, warmup_steps=40, seed=seed), torch.device("cpu")
+    with_run = train_translation_model(config, cpu, progress=False)
+    with_positions = with_run.history
+    without = train_translation_model(config, cpu, progress=False, positions=False)
+    assert not without.model.positions.any() and with_positions.valid_steps[-1] == without.history.valid_steps[-1]
+    assert without.history.valid_loss[-1] > 2 * with_positions.valid_loss[-1]
+    task = make_translation_task(seed=seed)  # the recipe's task for this seed
+    references = [t for _, t in task.test]
+    scores = []
+    for model in (with_run.model, without.model):
+        predictions = translate(model, task, [s for s, _ in task.test])
+        exact = sum(p == t for p, t in zip(predictions, references, strict=True)) / len(references)
+        scores.append((exact, bleu(predictions, references), chrf(predictions, references)))
+    assert all(w > wo for w, wo in zip(*scores, strict=True))
+
+
+def test_the_unigram_baseline_lies_between_a_perfect_model_and_a_uniform_guess():
+    task = warmup_task()
+    assert 0 < unigram_loss(task) < math.log(len(task.tgt_vocab))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_post_ln_needs_a_warm_up_pre_ln_does_not_and_it_helps_both(seed):
+    """Lesson 07's four runs on one seed: post-LN or pre-LN, without or with a 60-step warm-up, at peak rate 0.01."""
+    task = warmup_task()
+    unigram = unigram_loss(task)
+    post, pre, post_warm, pre_warm = (warmup_run(norm_first, warmup, seed, task).valid_loss[-1]
+                                      for norm_first, warmup in ((False, 1), (True, 1), (False, 60), (True, 60)))
+    assert post > 0.75 * unigram and pre < 0.35 * unigram  # the bounds lesson 07 asserts
+    assert post_warm < 0.85 * post and pre < post_warm
+    assert pre_warm < pre

@@ -42,27 +42,6 @@ def test_curve_plots_have_titles_and_labels():
     assert plot_curves([1, 2], {"a": [1.0, 0.5]}, "c", "loss").get_ylabel() == "loss"
 
 
-def test_feed_forward_gradient_norms_leave_the_random_state_and_threads_alone():
-    from transformer_lib import feed_forward_gradient_norms
-
-    before, threads = torch.random.get_rng_state(), torch.get_num_threads()
-    norms = feed_forward_gradient_norms(3, norm_first=True)
-    assert len(norms) == 3 and all(n > 0 for n in norms)
-    assert torch.equal(torch.random.get_rng_state(), before) and torch.get_num_threads() == threads
-    assert feed_forward_gradient_norms(3, norm_first=True) == norms  # one code path twice: the same numbers
-
-
-def test_gradient_depth_widget_shows_pre_ln_shrinking_with_depth():
-    from transformer_lib.views.encoder_decoder_blocks import gradient_depth_widget
-
-    w = gradient_depth_widget(num_layers=2, max_layers=12)
-    shallow = w.state["pre_top"]
-    w.controls["layers"].value = 12
-    assert [len(v) for v in w.state["norms"].values()] == [12, 12]
-    assert w.state["pre_top"] < 0.8 * shallow and w.state["post_top"] > 1.2 * w.state["pre_top"]
-    assert "depth <b>12</b>" in w.readout.value
-
-
 def test_encoder_decoder_masks_match_what_the_model_is_given():
     from transformer_lib import causal_mask, encoder_decoder_masks, padding_mask
 
@@ -75,15 +54,3 @@ def test_encoder_decoder_masks_match_what_the_model_is_given():
     assert torch.equal(masks["cross-attention"][1], torch.tensor([[True, False, False, False]] * 3))
     assert torch.equal(masks["decoder self-attention"][1], causal_mask(3))
     assert torch.equal(masks["decoder self-attention"][0], torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 0]]).bool())
-
-
-def test_encoder_decoder_masks_widget_puts_target_padding_in_pad_rows_only():
-    from transformer_lib.views.transformer import encoder_decoder_masks_widget
-
-    w = encoder_decoder_masks_widget(lengths=(3, 2), padding=(1, 0))
-    assert w.state["source_labels"] == ["the", "cat", "sat", "<pad>"] and w.state["target_labels"] == ["<bos>", "die"]
-    assert w.state["allowed"] == {"encoder self-attention": 12, "decoder self-attention": 3, "cross-attention": 6}
-    assert w.state["padding_only"] == 0
-    w.controls["target_padding"].value = 3  # T = 5: pad rows 2, 3, 4 see 0, 1, 2 pads through the causal mask
-    assert w.state["padding_only"] == w.state["pad_rows"] == 6
-    assert w.state["target_labels"][-3:] == ["<pad>"] * 3

@@ -6,7 +6,7 @@ import torch
 
 from transformer_lib import sampling_distribution
 from transformer_lib.views.decoding import sampling_widget
-from transformer_lib.views.gpt_and_scaling import attention_memory_widget
+from transformer_lib.views.gpt_and_scaling import attention_memory_widget, loglog_with_fit, token_sweep
 
 matplotlib.use("Agg")
 
@@ -66,3 +66,17 @@ def test_attention_memory_widget_counts_scores_and_weights_and_plots_them():
 def test_attention_memory_widget_draws_measured_points():
     box = attention_memory_widget(measured=([1024, 2048], [9.0, 35.0], [3.7, 7.6]))
     assert box.plot is not None and box.plot.value  # drew with the measured points
+
+
+def test_loglog_with_fit_draws_error_bars_and_returns_the_fitted_slope():
+    params, losses = [1e3, 1e4, 1e5], [3.0, 3.0 * 10**-0.1, 3.0 * 10**-0.2]
+    ax, slope = loglog_with_fit(params, losses, "t", "N", "L", yerr=[0.01, 0.02, 0.01])
+    assert slope == pytest.approx(-0.1)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert any("sd over seeds" in text.get_text() for text in ax.get_legend().get_texts())
+
+
+def test_token_sweep_draws_one_line_per_model():
+    ax = token_sweep([100, 200, 400], {"small": [3.0, 2.8, 2.7], "large": [2.9, 2.6, 2.4]}, "t")
+    assert [line.get_label() for line in ax.get_lines()] == ["small", "large"]
+    assert ax.get_xscale() == "log"

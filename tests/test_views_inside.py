@@ -11,6 +11,7 @@ from transformer_lib.views.inside_a_trained_model import (
     all_head_patterns,
     half_loss_curves,
     induction_head_widget,
+    phase_change_curves,
     rank_by_depth,
     score_table,
 )
@@ -28,6 +29,13 @@ def test_the_plots_draw():
     history = InductionHistory(first_half=[4.0] * 60, repeated_half=[4.0 - i / 20 for i in range(60)])
     ax = half_loss_curves(history, uniform=4.16)
     assert len(ax.lines) == 3
+    assert len(half_loss_curves(history, uniform=4.16, control=history).lines) == 4  # and the one-layer model's
+    history.score_steps = [0, 25, 50]
+    history.last_layer_induction, history.layer_0_previous = [0.1, 0.5, 0.9], [0.1, 0.3, 0.4]
+    figure = phase_change_curves(history, 0.09, 0.14)
+    top, bottom = figure.axes
+    assert len(top.lines) == 1 and len(bottom.lines) == 4  # the loss; two scores and their chance levels
+    assert bottom.get_xlabel() == "training step"
     figure = all_head_patterns(torch.rand(2, 2, 5, 5), list("abcde"), "patterns")
     assert len(figure.axes) == 4
     axes = score_table(torch.rand(2, 2), torch.rand(2, 2))

@@ -18,36 +18,28 @@ from transformer_lib import (
 )
 from transformer_lib.views.masking import masking_widget
 from transformer_lib.views.multi_head_attention import attention_name, plot_heads, translator_heads_widget
-from transformer_lib.views.positional_encoding import ENCODING_COLUMN_LABEL, plot_encoding, positional_encoding_widget
+from transformer_lib.views.positional_encoding import ENCODING_COLUMN_LABEL, plot_encoding
 from transformer_lib.views.queries_keys_values import scaling_widget
 
 matplotlib.use("Agg")
 
 
-def test_positional_encoding_widget_follows_its_sliders():
-    w = positional_encoding_widget(position=3, d_model=8, max_offset=10)
-    torch.testing.assert_close(w.state["vector"], sinusoidal_encoding(4, 8)[3])
-    assert w.state["dots"].shape == (11,)
-    w.controls["d_model"].value = 4
-    assert w.state["vector"].shape == (4,)
-    w.controls["position"].value = 1
-    torch.testing.assert_close(w.state["vector"], sinusoidal_encoding(2, 4)[1])
-    assert abs(w.state["dots"][0].item() - 2.0) < 1e-6  # PE(p)·PE(p) = d_model / 2
-
-
-def test_masking_widget_updates_weights_for_each_mask():
-    w = masking_widget(lengths=(6, 3), kind="none")
-    assert w.state["weights"].shape == (2, 6, 6)
-    assert (w.state["weights"][:, 0, 1:] > 0).all()
+def test_masking_widget_shows_which_outputs_an_edit_moves_under_each_mask():
+    w = masking_widget(short_length=3, kind="none", position=4)
+    assert w.state["weights"].shape == (2, 6, 6) and w.state["labels"][1][3:] == ["<pad>"] * 3
+    assert w.state["moved_a"] == [0, 1, 2, 3, 4, 5] and w.state["moved_b"] == [0, 1, 2]  # no mask: everything moves
     w.controls["mask"].value = "causal"
-    assert torch.all(w.state["weights"].triu(diagonal=1) == 0)
+    assert w.state["moved_a"] == [4, 5] and w.state["moved_b"] == []  # only the edited position and later ones
+    assert torch.all(w.state["change"][:, :4] == 0)  # earlier outputs are exactly unchanged
     w.controls["mask"].value = "padding"
-    assert torch.all(w.state["weights"][1, :, 3:] == 0) and w.state["labels"][1][3] == "<pad>"
-    w.controls["length_b"].value = 5
-    assert w.state["weights"][1, 0, 4] > 0 and torch.all(w.state["weights"][1, :, 5] == 0)
+    assert w.state["moved_a"] == [0, 1, 2, 3, 4, 5] and w.state["moved_b"] == []  # a <pad> edit reaches no real token
+    w.controls["position"].value = 1
+    assert w.state["moved_b"] == [0, 1, 2] and w.state["edited_b"] == "cat"
     w.controls["mask"].value = "both"
+    assert w.state["moved_a"] == [1, 2, 3, 4, 5] and w.state["moved_b"] == [1, 2]
     torch.testing.assert_close(w.state["weights"].sum(-1), torch.ones(2, 6, dtype=torch.float64))
-    assert w.state["allowed"] == [21, 20]  # a: 1 + 2 + … + 6; b: 1 + … + 5 for its words, 5 for its <pad> query
+    with pytest.raises(ValueError, match="short_length=7"):
+        masking_widget(short_length=7)
 
 
 def test_plots_have_titles_and_labels():
@@ -119,7 +111,7 @@ def test_translator_heads_widget_follows_sentence_block_and_head():
     pairs = task.test[:2]
     w = translator_heads_widget(model, task, pairs, attention="decoder layer 1: cross-attention")
     source, target = pairs[0]
-    assert w.state["query_labels"] == ["<bos>", *target] and w.state["key_labels"] == [*source, "<eos>"]
+    assert w.state["query_labels"] == [*target, "<eos>"] and w.state["key_labels"] == [*source, "<eos>"]
     src, tgt = task.encode_pairs(pairs[:1])
     expected = record_attention(model, src, tgt[:, :-1])["decoder_layers.1.multihead_attn"][0]
     torch.testing.assert_close(w.state["weights"], expected[0])
@@ -130,6 +122,6 @@ def test_translator_heads_widget_follows_sentence_block_and_head():
     w.controls["sentence"].value = 1
     source, target = pairs[1]
     w.controls["attention"].value = "decoder layer 0: masked self-attention"
-    assert w.state["query_labels"] == w.state["key_labels"] == ["<bos>", *target]
+    assert w.state["query_labels"] == [*target, "<eos>"] and w.state["key_labels"] == ["<bos>", *target]
     assert torch.all(w.state["weights"].triu(diagonal=1) == 0)
     assert w.state["top_keys"][0] == "<bos>"  # the first decoder query may only look at itself

@@ -50,6 +50,18 @@ def test_pipeline_widget_rejects_words_outside_its_vocabulary():
         pipeline_widget("the zebra sat")
 
 
+def test_a_typed_sentence_runs_through_the_same_model_and_unknown_words_are_left_out():
+    w = pipeline_widget("the cat")
+    w.controls["step"].value = 4
+    short = w.state["tensor"]  # (2, 2) attention weights
+    w.controls["sentence"].value = "the cat sat on a zebra mat"
+    assert w.state["tokens"] == ["the", "cat", "sat", "on", "a", "mat"] and w.state["skipped"] == ["zebra"]
+    assert w.state["shape"] == "(6, 6)" and "zebra" in w.readout.value
+    torch.testing.assert_close(w.state["tensor"][:2, :2], short)  # causal: earlier rows ignore the added words
+    w.controls["sentence"].value = "zebra"
+    assert w.state["tokens"] == ["the"]  # nothing known left: the widget falls back to one word
+
+
 def test_vector_widget_cosine_of_60_degrees_is_one_half():
     w = vector_angle_widget(angle=0.0, length_a=2.0, length_b=1.0)
     assert w.state["cosine"] == pytest.approx(1.0)

@@ -26,7 +26,6 @@ BUILDERS = {
     "vector_angle_widget": ("similarity", lambda m: m.vector_angle_widget()),
     "attention_scores_widget": ("attention_scores", lambda m: m.attention_scores_widget(
         ["a", "b", "c"], torch.eye(3) + 0.5, ["a b c", "c a"])),
-    "positional_encoding_widget": ("positional_encoding", lambda m: m.positional_encoding_widget()),
     "masking_widget": ("masking", lambda m: m.masking_widget()),
     "scaling_widget": ("queries_keys_values", lambda m: m.scaling_widget(d_k=8)),
     "translator_heads_widget": ("multi_head_attention", lambda m: m.translator_heads_widget(*tiny_translator())),
@@ -34,10 +33,22 @@ BUILDERS = {
     "attention_memory_widget": ("gpt_and_scaling", lambda m: m.attention_memory_widget()),
     "speculative_widget": ("faster_and_bigger", lambda m: m.speculative_widget()),
     "bpe_merges_widget": ("gpt2_and_llms", lambda m: m.bpe_merges_widget("low lower lowest", max_merges=8)),
-    "gradient_depth_widget": ("encoder_decoder_blocks", lambda m: m.gradient_depth_widget(num_layers=2, max_layers=3)),
-    "encoder_decoder_masks_widget": ("transformer", lambda m: m.encoder_decoder_masks_widget()),
     "induction_head_widget": ("inside_a_trained_model", lambda m: m.induction_head_widget(tiny_attention_only_gpt())),
+    "fine_tuning_widget": ("fine_tuning", lambda m: m.fine_tuning_widget(*tiny_character_gpts())),
 }
+
+
+def tiny_character_gpts():
+    """Two untrained character GPTs over the characters of lesson 15's instructions: enough for its widget to answer."""
+    from transformer_lib import GPT, CharTokenizer, GPTConfig
+
+    tokenizer = CharTokenizer("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 +{}~")
+    models = {}
+    for seed, name in enumerate(("base", "tuned")):
+        torch.manual_seed(seed)
+        models[name] = GPT(GPTConfig(vocab_size=len(tokenizer), block_size=32, d_model=16, num_heads=2, num_layers=1,
+                                     d_ff=32)).eval()
+    return models, tokenizer
 
 
 def tiny_attention_only_gpt():

@@ -7,11 +7,11 @@ Conventions (as in PyTorch): tensors are batch-first, ``(batch, seq, d_model)``;
 where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_attention``.
 
 Modules, in the order the lessons introduce them: device and device_check (00), similarity (01), attention (02-03),
-positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data, training, evaluation,
-checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and losses are the last
-sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama (12), induction
-and interpret (13), speculative, quantization and distributed (14; distributed is imported from its module, not
-re-exported here).
+retrieval (03), positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data,
+training, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and
+losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama
+(12), induction and interpret (13), speculative, quantization and distributed (14; distributed is imported from its
+module, not re-exported here), sft and lora (15).
 """
 
 from .attention import (
@@ -78,24 +78,31 @@ from .hub import load_hf_gpt2
 from .induction import (
     InductionHistory,
     InductionRecipe,
+    duplicate_token_score,
+    earlier_occurrences,
     encode_symbols,
     half_losses,
+    head_scores,
     induction_score,
     induction_targets,
     phase_change_step,
     previous_token_score,
     repeated_tokens,
     train_induction_model,
+    uniform_attention,
     uniform_loss,
 )
 from .interpret import (
     ablate_heads,
+    attention_input,
     attention_patterns,
     head_output_means,
     logit_lens,
     patched_logits,
+    patched_projection_logits,
     residual_stream,
     token_ranks,
+    trace_projections,
     trace_residual,
 )
 from .layers import (
@@ -103,7 +110,6 @@ from .layers import (
     DecoderLayerCache,
     EncoderLayer,
     LayerNorm,
-    feed_forward_gradient_norms,
     residual_connection,
 )
 from .llama import (
@@ -119,6 +125,7 @@ from .llama import (
     llama3_rope_frequencies,
     rms_norm,
 )
+from .lora import LORA_TARGETS, LoRALinear, add_lora, merge_lora, trainable_parameters
 from .masks import MASK_KINDS, build_mask, causal_mask, padding_mask
 from .model import (
     DecoderCache,
@@ -134,18 +141,59 @@ from .positions import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     apply_rope,
-    dot_products_by_offset,
     rope_frequencies,
     shift_rotation,
     sinusoidal_encoding,
 )
-from .quantization import Int8Linear, dequantize_int8, quantize_int8, quantize_linear_layers, state_nbytes
+from .quantization import (
+    AllocationPeak,
+    Int8Linear,
+    dequantize_int8,
+    quantize_int8,
+    quantize_linear_layers,
+    state_nbytes,
+)
 from .recipes import CharGPTRun, char_gpt_config, train_char_gpt, train_translation_model, translation_model_config
-from .scaling import fit_power_law, non_embedding_parameters, score_memory_mib
+from .retrieval import RetrievalAttention, RetrievalHistory, retrieval_batch, train_retrieval
+from .scaling import (
+    WidthLadder,
+    bootstrap_exponent,
+    fit_power_law,
+    non_embedding_parameters,
+    scaling_exponent,
+    score_memory_mib,
+    train_width_ladder,
+    training_flops,
+)
+from .sft import (
+    ANSWER,
+    BEGIN,
+    END,
+    IGNORE_INDEX,
+    LESSON_RECIPES,
+    TASKS,
+    Instruction,
+    InstructionData,
+    SFTHistory,
+    SFTRecipe,
+    SFTRun,
+    answer_probabilities,
+    encode_instruction,
+    exact_match_by_task,
+    fine_tune,
+    fine_tuned,
+    greedy_answers,
+    instruction_base,
+    make_instruction_data,
+    sft_batch,
+    sft_loss,
+)
 from .similarity import cosine_similarity, most_similar_word, vector_from_polar, word_feature_table
 from .speculative import (
+    ForwardTimer,
     SpeculativeResult,
     acceptance_probability,
+    expected_speedup,
     expected_tokens_per_call,
     residual_distribution,
     speculative_accept,
@@ -164,6 +212,7 @@ from .training import (
     transformer_lr,
     warmup_linear_decay_lr,
 )
+from .two_relations import train_two_relations
 
 __all__ = [
     # lesson 00: device and seeds, and whether the device computes right
@@ -184,11 +233,15 @@ __all__ = [
     "scaled_dot_product_attention",
     "softmax",
     "unit_variance_scores",
+    # lesson 03: training with and without the 1/√d_k scale
+    "RetrievalAttention",
+    "RetrievalHistory",
+    "retrieval_batch",
+    "train_retrieval",
     # lesson 04: positions
     "LearnedPositionalEmbedding",
     "PositionalEncoding",
     "apply_rope",
-    "dot_products_by_offset",
     "rope_frequencies",
     "shift_rotation",
     "sinusoidal_encoding",
@@ -204,6 +257,7 @@ __all__ = [
     "merge_heads",
     "record_attention",
     "split_heads",
+    "train_two_relations",
     # lesson 07: encoder and decoder layers
     "DecoderLayer",
     "DecoderLayerCache",
@@ -211,7 +265,6 @@ __all__ = [
     "LayerNorm",
     "copy_decoder_layer_weights",
     "copy_encoder_layer_weights",
-    "feed_forward_gradient_norms",
     "residual_connection",
     # lesson 08: the full model
     "DecoderCache",
@@ -267,8 +320,10 @@ __all__ = [
     "GPTCache",
     "GPTConfig",
     "LMHistory",
+    "WidthLadder",
     "baseline_losses",
     "bigram_probabilities",
+    "bootstrap_exponent",
     "char_gpt_config",
     "chunked_attention",
     "evaluate_lm_loss",
@@ -277,10 +332,13 @@ __all__ = [
     "online_softmax_update",
     "python_docs",
     "random_windows",
+    "scaling_exponent",
     "score_memory_mib",
     "train_char_gpt",
     "train_gpt",
     "train_valid_split",
+    "train_width_ladder",
+    "training_flops",
     "unigram_probabilities",
     "zen_of_python",
     # lesson 12: byte-level BPE, GPT-2 from the Hugging Face Hub and a Llama-style model
@@ -308,27 +366,37 @@ __all__ = [
     "InductionHistory",
     "InductionRecipe",
     "ablate_heads",
+    "attention_input",
     "attention_patterns",
+    "duplicate_token_score",
+    "earlier_occurrences",
     "encode_symbols",
     "half_losses",
     "head_output_means",
+    "head_scores",
     "induction_score",
     "induction_targets",
     "logit_lens",
     "patched_logits",
+    "patched_projection_logits",
     "phase_change_step",
     "previous_token_score",
     "repeated_tokens",
     "residual_stream",
     "token_ranks",
+    "trace_projections",
     "trace_residual",
     "train_induction_model",
+    "uniform_attention",
     "uniform_loss",
     # lesson 14: speculative decoding and int8 weights (data parallelism: transformer_lib.distributed)
+    "AllocationPeak",
+    "ForwardTimer",
     "Int8Linear",
     "SpeculativeResult",
     "acceptance_probability",
     "dequantize_int8",
+    "expected_speedup",
     "expected_tokens_per_call",
     "quantize_int8",
     "quantize_linear_layers",
@@ -337,4 +405,31 @@ __all__ = [
     "speculative_generate",
     "speculative_token_distribution",
     "state_nbytes",
+    # lesson 15: supervised fine-tuning and LoRA
+    "ANSWER",
+    "BEGIN",
+    "END",
+    "IGNORE_INDEX",
+    "LESSON_RECIPES",
+    "LORA_TARGETS",
+    "TASKS",
+    "Instruction",
+    "InstructionData",
+    "LoRALinear",
+    "SFTHistory",
+    "SFTRecipe",
+    "SFTRun",
+    "add_lora",
+    "answer_probabilities",
+    "encode_instruction",
+    "exact_match_by_task",
+    "fine_tune",
+    "fine_tuned",
+    "greedy_answers",
+    "instruction_base",
+    "make_instruction_data",
+    "merge_lora",
+    "sft_batch",
+    "sft_loss",
+    "trainable_parameters",
 ]

@@ -23,9 +23,11 @@ SPLIT_PATTERN = (
     rf"|[{_SPACE}]+(?![^{_SPACE}])|[{_SPACE}]+"  # whitespace: a run's last space stays with the word after it
 )
 """How text is cut before BPE: GPT-2's pattern with ASCII classes (GPT-2 uses Unicode letters ``\\p{L}`` and digits
-``\\p{N}``, which Python's ``re`` lacks) and without GPT-2's pieces for English contractions (``'s``, ``'t``, ``'re``,
-``'ve``, ``'m``, ``'ll``, ``'d``): ``" naïve"`` becomes ``" na"``, ``"ï"``, ``"ve"``, and ``"isn't"`` ends in ``"'"``,
-``"t"`` (lesson 12 shows both splits). The pieces cover the text exactly, so joining them gives the text back."""
+``\\p{N}`` of the ``regex`` module; ASCII classes are a choice: they mean the same in Python's ``re`` and in
+Oniguruma, the engine of Hugging Face's ``tokenizers``) and without GPT-2's pieces for English contractions
+(``'s``, ``'t``, ``'re``, ``'ve``, ``'m``, ``'ll``, ``'d``): ``" naïve"`` becomes ``" na"``, ``"ï"``, ``"ve"``, and
+``"isn't"`` ends in ``"'"``, ``"t"`` (lesson 12 shows both splits). The pieces cover the text exactly, so joining
+them gives the text back."""
 
 
 def pretokenize(text: str) -> list[str]:

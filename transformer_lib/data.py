@@ -120,15 +120,18 @@ class Vocabulary:
         return words
 
 
+_ADJECTIVE_LIST, _NOUN_LIST, _VERB_LIST = list(ADJECTIVES), list(NOUNS), list(VERBS)  # drawn from by index
+
+
 def _noun_phrase(rng: np.random.Generator, max_adjectives: int) -> dict:
     """Draw one noun phrase: definiteness, number, adjectives (distinct, in order) and noun."""
     count = int(rng.integers(0, max_adjectives + 1))
-    adjectives = [str(a) for a in rng.choice(list(ADJECTIVES), size=count, replace=False)]
+    adjectives = [_ADJECTIVE_LIST[i] for i in rng.choice(len(_ADJECTIVE_LIST), size=count, replace=False)]
     return {
         "definite": bool(rng.integers(2)),
         "plural": bool(rng.integers(2)),
         "adjectives": adjectives,
-        "noun": str(rng.choice(list(NOUNS))),
+        "noun": _NOUN_LIST[int(rng.integers(len(_NOUN_LIST)))],  # the draw rng.choice(list) makes, without its cost
     }
 
 
@@ -154,7 +157,7 @@ def make_sentence_pair(rng: np.random.Generator, max_adjectives: int = 2) -> tup
 def _draw_sentence(rng: np.random.Generator, max_adjectives: int) -> tuple[tuple[list[str], list[str]], int]:
     """A sentence pair and the largest number of adjectives in one of its noun phrases."""
     subject, obj = _noun_phrase(rng, max_adjectives), _noun_phrase(rng, max_adjectives)
-    verb = str(rng.choice(list(VERBS)))
+    verb = _VERB_LIST[int(rng.integers(len(_VERB_LIST)))]
     plural_source, singular_target, plural_target = VERBS[verb]
     source_verb = plural_source if subject["plural"] else verb
     target_verb = plural_target if subject["plural"] else singular_target

@@ -282,9 +282,11 @@ def sample(
 
 
 def length_normalised_score(log_prob: float, length: int, length_penalty: float) -> float:
-    """``log_prob / length ** length_penalty``: 0 ranks by total log-probability (short outputs win), 1 by the
-    mean log-probability per token."""
-    return log_prob / length**length_penalty
+    """``log_prob / ((5 + length) / 6) ** length_penalty``, the length penalty of Wu et al. (2016, GNMT), whose
+    ``length_penalty`` α = 0.6 the Transformer paper used: α = 0 ranks by total log-probability (short outputs
+    win); a larger α divides longer outputs' totals by more. The 5 softens the penalty for short outputs, and
+    dividing by 6 makes it 1 at one token."""
+    return log_prob / ((5 + length) / 6) ** length_penalty
 
 
 Finished = list[tuple[float, torch.Tensor]]  # (normalised score, tokens (1 + T,)) of each ended hypothesis

@@ -1,6 +1,7 @@
 """Looking inside a trained GPT with PyTorch's forward hooks: attention patterns, the residual stream, the logit lens,
-head ablation and activation patching. No interpretability library: each function registers a hook on one of the
-course's modules (``register_forward_hook`` / ``register_forward_pre_hook``), runs the model once and removes it.
+head ablation and activation patching (of the residual stream, or of one attention projection's input). No
+interpretability library: each function registers a hook on one of the course's modules (``register_forward_hook``
+/ ``register_forward_pre_hook``), runs the model once and removes it.
 
 Where the model's numbers live (a pre-LN ``GPT``, lesson 11):
 
@@ -10,6 +11,9 @@ Where the model's numbers live (a pre-LN ``GPT``, lesson 11):
 - each head's output is a slice of the input of ``self_attn.out_proj``: ``merge_heads`` lays the heads' outputs side
   by side, head h in features ``h * d_head … (h + 1) * d_head``, before ``W^O`` mixes them. Ablating head h replaces
   that slice (``ablate_heads``).
+- block l's attention reads ``norm1`` of the stream (``attention_input``); its ``q_proj``, ``k_proj`` and ``v_proj``
+  each take that one tensor, so a forward pre-hook on one of them changes the queries, the keys or the values alone
+  (``patched_projection_logits``).
 
 Shape legend: batch, T = positions, d_model = model width, heads, d_head = d_model / heads, V = vocabulary size,
 layers = number of blocks.
@@ -27,6 +31,7 @@ from .gpt import GPT
 from .multi_head import record_attention
 
 ABLATIONS = ("zero", "mean")
+PROJECTIONS = ("q", "k", "v")  # an attention layer's query, key and value projections: q_proj, k_proj, v_proj
 
 
 def attention_patterns(model: GPT, tokens: torch.Tensor) -> torch.Tensor:
@@ -75,12 +80,19 @@ def token_ranks(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (logits >= target_logit).sum(-1) - 1  # (…)
 
 
-def head_output_means(model: GPT, tokens: torch.Tensor) -> torch.Tensor:
-    """Each head's output averaged over the batch and the positions of ``tokens``: (layers, heads, d_head), the
-    values mean-ablation puts in place of a head's output."""
+def head_output_means(model: GPT, tokens: torch.Tensor, per_position: bool = False) -> torch.Tensor:
+    """Each head's output averaged over the batch of ``tokens`` (batch, T), the values mean-ablation puts in place
+    of a head's output: averaged over the positions too, (layers, heads, d_head); or, with ``per_position=True``,
+    one mean per position, (layers, heads, T, d_head), for sequences of one layout (every row the same length, the
+    repeat at the same place), so that a position's replacement is what the head usually writes there."""
     heads, d_head = model.config.num_heads, model.config.d_model // model.config.num_heads
+    over = (0,) if per_position else (0, 1)
     means: list[torch.Tensor] = []
-    record = lambda module, args: means.append(args[0].mean(dim=(0, 1)).view(heads, d_head))  # noqa: E731
+
+    def record(module, args):
+        merged = args[0].mean(dim=over)  # (T, d_model) or (d_model,)
+        means.append(merged.unflatten(-1, (heads, d_head)).movedim(-2, 0))  # (heads, T, d_head) or (heads, d_head)
+
     handles = [block.self_attn.out_proj.register_forward_pre_hook(record) for block in model.blocks]
     try:
         with torch.no_grad():
@@ -88,7 +100,7 @@ def head_output_means(model: GPT, tokens: torch.Tensor) -> torch.Tensor:
     finally:
         for handle in handles:
             handle.remove()
-    return torch.stack(means)  # (layers, heads, d_head)
+    return torch.stack(means)  # (layers, heads, d_head) or (layers, heads, T, d_head)
 
 
 @contextmanager
@@ -98,9 +110,9 @@ def ablate_heads(
     """Inside the ``with`` block, the listed ``(layer, head)`` pairs are ablated in every forward pass of ``model``.
 
     ``kind="zero"`` sets the head's output to 0; ``kind="mean"`` to its mean output ``means`` (from
-    :func:`head_output_means`, computed on typical inputs): the head then carries no information about the sequence
-    but still adds its usual, constant contribution, so the rest of the model sees a stream of the size it was
-    trained on. A forward pre-hook on ``out_proj`` rewrites the head's slice of its input.
+    :func:`head_output_means`, computed on typical inputs; per position or not): the head then carries no
+    information about the sequence but still adds its usual contribution, so the rest of the model sees a stream of
+    the size it was trained on. A forward pre-hook on ``out_proj`` rewrites the head's slice of its input.
     """
     if kind not in ABLATIONS:
         raise ValueError(f"kind={kind!r} is unknown: choose one of {ABLATIONS}")
@@ -120,7 +132,7 @@ def ablate_heads(
             merged = args[0].clone()  # (batch, T, d_model): the heads' outputs side by side
             for head in by_layer[layer]:
                 part = slice(head * d_head, (head + 1) * d_head)
-                merged[..., part] = 0.0 if kind == "zero" else means[layer, head]  # (d_head,) broadcast
+                merged[..., part] = 0.0 if kind == "zero" else means[layer, head]  # (d_head,) or (T, d_head)
             return (merged,)
         return replace
 
@@ -156,6 +168,12 @@ def patched_logits(
         handle.remove()
 
 
+def _mean_log_prob(logits: torch.Tensor, position: int, target: torch.Tensor) -> torch.Tensor:
+    """The mean over the batch of log p(``target``) predicted at ``position``: logits (batch, T, V), target (batch,)."""
+    log_probs = F.log_softmax(logits[:, position], dim=-1)  # (batch, V)
+    return log_probs.gather(-1, target[:, None]).mean()
+
+
 @torch.no_grad()
 def trace_residual(
     model: GPT, clean: torch.Tensor, corrupted: torch.Tensor, position: int, target: torch.Tensor
@@ -168,12 +186,60 @@ def trace_residual(
     information that the corruption removed.
     """
     clean_stream = residual_stream(model, clean)  # (layers + 1, batch, T, d_model)
-    rows = []
-    for depth in range(clean_stream.shape[0]):
-        row = []
-        for pos in range(clean.shape[1]):
-            logits = patched_logits(model, corrupted, depth, pos, clean_stream[depth, :, pos])  # (batch, T, V)
-            log_probs = F.log_softmax(logits[:, position], dim=-1)  # (batch, V)
-            row.append(log_probs.gather(-1, target[:, None]).mean())
-        rows.append(torch.stack(row))
-    return torch.stack(rows)  # (layers + 1, T)
+    return torch.stack([
+        torch.stack([_mean_log_prob(patched_logits(model, corrupted, depth, pos, clean_stream[depth, :, pos]),
+                                    position, target) for pos in range(clean.shape[1])])
+        for depth in range(clean_stream.shape[0])
+    ])  # (layers + 1, T)
+
+
+@torch.no_grad()
+def attention_input(model: GPT, tokens: torch.Tensor, layer: int) -> torch.Tensor:
+    """What block ``layer``'s attention reads on ``tokens`` (batch, T): the LayerNormed residual stream, the one
+    input of its query, key and value projections. (batch, T, d_model)."""
+    captured: list[torch.Tensor] = []
+    handle = model.blocks[layer].self_attn.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+    try:
+        model(tokens)
+    finally:
+        handle.remove()
+    return captured[0]  # (batch, T, d_model)
+
+
+@torch.no_grad()
+def patched_projection_logits(
+    model: GPT, tokens: torch.Tensor, layer: int, projection: str, position: int, replacement: torch.Tensor
+) -> torch.Tensor:
+    """Activation patching of one input only: run ``tokens`` (batch, T) but give block ``layer``'s ``projection``
+    (``"q"``, ``"k"`` or ``"v"``: ``W^Q``, ``W^K`` or ``W^V``) ``replacement`` (batch, d_model) as its input at
+    ``position``; the other two projections read the run's own input. A forward pre-hook on that ``nn.Linear``
+    (``self_attn.k_proj`` …) does it. Returns the logits (batch, T, V)."""
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection={projection!r} is unknown: choose one of {PROJECTIONS}")
+
+    def overwrite(module, args):
+        x = args[0].clone()  # (batch, T, d_model)
+        x[:, position] = replacement
+        return (x,)
+
+    handle = getattr(model.blocks[layer].self_attn, f"{projection}_proj").register_forward_pre_hook(overwrite)
+    try:
+        return model(tokens)
+    finally:
+        handle.remove()
+
+
+@torch.no_grad()
+def trace_projections(
+    model: GPT, clean: torch.Tensor, corrupted: torch.Tensor, layer: int, position: int, target: torch.Tensor
+) -> torch.Tensor:
+    """Like :func:`trace_residual`, but one projection's input of block ``layer`` at a time: for each of W^Q, W^K,
+    W^V and each position, the clean run's attention input patched into the corrupted run for that projection only.
+    Returns (3, T): the mean log p(``target``) predicted at ``position``, rows in the order of ``PROJECTIONS``."""
+    clean_input = attention_input(model, clean, layer)  # (batch, T, d_model)
+    return torch.stack([
+        torch.stack([_mean_log_prob(patched_projection_logits(model, corrupted, layer, projection, pos,
+                                                              clean_input[:, pos]), position, target)
+                     for pos in range(clean.shape[1])])
+        for projection in PROJECTIONS
+    ])  # (3, T)

@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .device import single_thread
 from .multi_head import KVCache, MultiHeadAttention
 
 
@@ -160,30 +159,3 @@ class DecoderLayer(nn.Module):
 
     def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         return position_wise_feed_forward(x, self.linear1, self.linear2, self.dropout)
-
-
-def feed_forward_gradient_norms(
-    num_layers: int, norm_first: bool, d_model: int = 32, num_heads: int = 4, d_ff: int = 64, seed: int = 0
-) -> list[float]:
-    """Per layer, bottom to top: the gradient norm of the feed-forward weights (``linear1`` and ``linear2``) of a
-    freshly initialised stack of ``num_layers`` encoder layers, post-LN or pre-LN (then with a final LayerNorm), for a
-    regression loss on random inputs and targets of shape (8, 10, d_model), in float64 and without dropout.
-
-    Lesson 07 writes this measurement out inline and its widget calls this function; the random numbers are drawn
-    from ``seed`` as after ``set_seed(seed)``, and the caller's random state and thread count are left as they were.
-    """
-    if num_layers < 1:
-        raise ValueError(f"num_layers={num_layers} must be at least 1: pass the depth of the stack, e.g. 6")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        stack = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout=0.0, norm_first=norm_first)
-                              for _ in range(num_layers)).double()
-        final_norm = LayerNorm(d_model).double() if norm_first else nn.Identity()  # pre-LN ends with one more norm
-        h = torch.randn(8, 10, d_model, dtype=torch.float64)  # (batch, T, d_model)
-        target = torch.randn(8, 10, d_model, dtype=torch.float64)  # (batch, T, d_model)
-    with single_thread():  # tiny matrices
-        for layer in stack:
-            h = layer(h)
-        (final_norm(h) - target).pow(2).mean().backward()  # a regression loss on the output
-    return [torch.cat([layer.linear1.weight.grad.flatten(), layer.linear2.weight.grad.flatten()]).norm().item()
-            for layer in stack]

@@ -2,8 +2,8 @@
 
 - **RMSNorm** instead of LayerNorm: divide by the root mean square of the features, no mean subtracted, no bias.
 - **SwiGLU** feed-forward: ``down(silu(gate(x)) * up(x))``, a gated hidden layer, no biases.
-- **RoPE** (lesson 04) on queries and keys instead of learned positions; Llama pairs feature j with feature
-  j + d_head/2 (the two halves), where ``positions.apply_rope`` pairs neighbours (2j, 2j+1).
+- **RoPE** (lesson 04) on queries and keys instead of learned positions; Llama pairs feature m with feature
+  m + d_head/2 (the two halves), where ``positions.apply_rope`` pairs neighbours (2m, 2m+1).
 - **Grouped-query attention** (GQA): ``num_heads`` query heads share ``num_kv_heads`` key/value heads, so the KV cache
   holds ``num_kv_heads`` heads only.
 
@@ -159,11 +159,11 @@ def apply_rope_halves(
     x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0,
     frequencies: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """RoPE as Llama lays it out: feature j is rotated together with feature j + d_head/2 (same angles as
-    ``positions.apply_rope``, which pairs features 2j and 2j + 1).
+    """RoPE as Llama lays it out: feature m is rotated together with feature m + d_head/2 (same angles as
+    ``positions.apply_rope``, which pairs features 2m and 2m + 1).
 
     ``x``: (..., T, d_head); ``positions``: (T,), default 0..T-1; ``frequencies``: (d_head/2,) radians per position,
-    default ``base**(-2j/d_head)``. Computed as ``apply_rope`` on the features reordered so that each pair sits side by
+    default ``base**(-2m/d_head)``. Computed as ``apply_rope`` on the features reordered so that each pair sits side by
     side, then put back in place.
     """
     half = x.shape[-1] // 2

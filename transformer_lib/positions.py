@@ -21,8 +21,8 @@ def _check_even(d: int, name: str) -> None:
 def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
     """The encoding of "Attention Is All You Need", angles in radians.
 
-    ``PE[p, 2j] = sin(p / base**(2j/d_model))`` and ``PE[p, 2j+1] = cos(p / base**(2j/d_model))``: each sin/cos
-    pair shares one frequency. Returns ``(num_positions, d_model)`` float32. An odd ``d_model`` is rejected with a
+    ``PE[p, 2m] = sin(p / base**(2m/d_model))`` and ``PE[p, 2m+1] = cos(p / base**(2m/d_model))``: each sin/cos
+    pair m shares one frequency. Returns ``(num_positions, d_model)`` float32. An odd ``d_model`` is rejected with a
     ValueError (the last sine would have no cosine partner).
     """
     _check_even(d_model, "d_model")
@@ -38,25 +38,16 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
 
 
 def shift_rotation(offset: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The matrix M_k with ``PE(p + k) = M_k @ PE(p)`` for every position p (k = ``offset``).
+    """The matrix M_k with ``PE(p + k) = PE(p) @ M_k`` for every position p (k = ``offset``; rows, as everywhere).
 
-    Block diagonal, one 2x2 rotation ``[[cos(k w_j), sin(k w_j)], [-sin(k w_j), cos(k w_j)]]`` per sin/cos pair,
-    with ``w_j = base**(-2j/d_model)``. Returns (d_model, d_model) float32; it does not depend on p.
+    Block diagonal, one 2x2 block ``[[cos(k w_m), -sin(k w_m)], [sin(k w_m), cos(k w_m)]]`` per sin/cos pair m,
+    with ``w_m = base**(-2m/d_model)``. Returns (d_model, d_model) float32; it does not depend on p.
     """
     _check_even(d_model, "d_model")
     frequencies = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
     cos, sin = torch.cos(offset * frequencies), torch.sin(offset * frequencies)
-    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (d_model/2, 2, 2)
+    blocks = torch.stack((torch.stack((cos, -sin), -1), torch.stack((sin, cos), -1)), -2)  # (d_model/2, 2, 2)
     return torch.block_diag(*blocks).float()  # (d_model, d_model)
-
-
-def dot_products_by_offset(d_model: int, position: int, max_offset: int) -> torch.Tensor:
-    """``PE(position) · PE(position + k)`` for k = 0 … ``max_offset``, in float64: shape (max_offset + 1,).
-
-    The products depend on the offset k only, not on ``position`` (each pair j adds ``cos(k ω_j)``).
-    """
-    encoding = sinusoidal_encoding(position + max_offset + 1, d_model).double()  # (T, d_model)
-    return encoding[position:] @ encoding[position]  # (max_offset + 1,)
 
 
 class PositionalEncoding(nn.Module):
@@ -108,7 +99,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 def rope_frequencies(d_head: int, base: float = 10000.0) -> torch.Tensor:
-    """RoPE's rotation speeds ``base**(-2j/d_head)``, in radians per position, one per feature pair j: (d_head/2,)
+    """RoPE's rotation speeds ``base**(-2m/d_head)``, in radians per position, one per feature pair m: (d_head/2,)
     float64."""
     _check_even(d_head, "d_head")
     return base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
@@ -118,12 +109,15 @@ def apply_rope(
     x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0,
     frequencies: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Rotary position embedding: rotate each pair of features (2j, 2j+1) of ``x`` by angle ``p * base**(-2j/d)``.
+    """Rotary position embedding: rotate each pair of features (2m, 2m+1) of ``x`` by angle ``p * base**(-2m/d)``.
 
     ``x``: (..., T, d_head) queries or keys, ``d_head`` even; ``positions``: (T,) integers, default 0..T-1;
     ``frequencies``: (d_head/2,) radians per position, default ``rope_frequencies(d_head, base)`` (Llama 3 passes
-    rescaled ones). Returns a tensor shaped like ``x``. Applied to both queries and keys, the score q_p . k_q then
-    depends on the positions only through p - q.
+    rescaled ones). Returns a tensor shaped like ``x``. Applied to both queries and keys, the score of a query at
+    position i and a key at position j then depends on the positions only through j - i. With rows, pair m of the
+    result is ``[x_2m, x_2m+1] @ [[cos, sin], [-sin, cos]]``: it turns from feature 2m towards feature 2m+1, the
+    opposite way from ``shift_rotation``, which moves a (sin, cos) pair forward (``apply_rope`` at position -k of a
+    row of ``PE`` gives the row k positions later).
     """
     length, d_head = x.shape[-2], x.shape[-1]
     _check_even(d_head, "d_head")

@@ -8,7 +8,9 @@ every row the error of the largest.
 
 :class:`Int8Linear` keeps the integers and the scales and dequantizes on the fly: each forward pass rebuilds the
 float weight, ``int8 · scale``, and multiplies with it, so the memory of the stored state drops to about a quarter
-while the arithmetic stays float (a real int8 kernel would also multiply in integers).
+while the arithmetic stays float, and each call holds one float32 copy of its layer's weight while it runs (a real
+int8 kernel multiplies the integers directly and never builds that copy). :class:`AllocationPeak` measures it: the
+most bytes that the operations run under it held allocated at once.
 
 Shape legend: out = output features (rows of the weight), in = input features.
 """
@@ -16,10 +18,13 @@ Shape legend: out = output features (rows of the weight), in = input features.
 from __future__ import annotations
 
 import copy
+import weakref
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 INT8_MAX = 127  # symmetric: -127 … 127, so that -W quantizes to -q
 
@@ -40,8 +45,9 @@ def quantize_int8(weight: torch.Tensor, per_channel: bool = True) -> tuple[torch
 
 
 def dequantize_int8(values: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """int8 ``values`` (out, in) times their ``scale`` -> a float weight (out, in) in ``dtype``."""
-    return values.to(dtype) * scale.to(dtype)
+    """int8 ``values`` (out, in) times their ``scale`` -> a float weight (out, in) in ``dtype`` (one new tensor: the
+    conversion allocates it, the multiplication works in place)."""
+    return values.to(dtype).mul_(scale.to(dtype))
 
 
 class Int8Linear(nn.Module):
@@ -105,3 +111,43 @@ def state_nbytes(module: nn.Module, linear_weights_only: bool = False) -> int:
                 seen.add(id(tensor))
                 total += tensor.nbytes
     return total
+
+
+class AllocationPeak(TorchDispatchMode):
+    """Within ``with AllocationPeak() as peak:``, every tensor an operation allocates is counted while it lives;
+    ``peak.bytes`` is the most bytes alive at once (tensors that existed before, such as the weights, not counted).
+
+    It watches PyTorch's operations from Python (a ``TorchDispatchMode``), on any device: a new result counts its
+    storage's bytes until the last tensor viewing that storage is freed; a view of an existing tensor counts nothing.
+    Scratch memory a kernel uses inside one operation is not seen.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0  # the peak
+        self.alive = 0  # bytes of the counted storages alive now
+        self._views: dict[int, int] = {}  # storage -> tensors alive that view it
+        self._sizes: dict[int, int] = {}  # storage -> its bytes
+
+    def _release(self, storage: int) -> None:
+        self._views[storage] -= 1
+        if self._views[storage] == 0:
+            del self._views[storage]
+            self.alive -= self._sizes.pop(storage)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        given = {t.untyped_storage()._cdata for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for tensor in tree_leaves(result):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            storage = tensor.untyped_storage()._cdata
+            if storage in given and storage not in self._views:
+                continue  # an input, or a view of one, made before: not a new allocation
+            if storage not in self._views:
+                self._views[storage], self._sizes[storage] = 0, tensor.untyped_storage().nbytes()
+                self.alive += self._sizes[storage]
+                self.bytes = max(self.bytes, self.alive)
+            self._views[storage] += 1
+            weakref.finalize(tensor, self._release, storage)
+        return result

@@ -16,6 +16,7 @@ from .data import CharTokenizer, TranslationTask, make_translation_task, python_
 from .device import get_device, set_seed, single_thread
 from .gpt import GPT, GPTConfig
 from .model import Transformer, TransformerConfig
+from .model_cache import cached_training
 from .training import History, LMHistory, TrainingConfig, train, train_gpt
 
 
@@ -40,24 +41,39 @@ class TrainingRun:
 
 def train_translation_model(
     config: TrainingConfig | None = None, device: torch.device | None = None, progress: bool = True,
-    valid_every: int = 25,
+    valid_every: int = 25, positions: bool = True,
 ) -> TrainingRun:
     """Generate the lesson 09 task and train its model from scratch: a fixed number of seeded steps, so the same
-    config gives the same model on the same device.
+    config gives the same model on the same device. A run already in the model cache is loaded instead
+    (:mod:`~transformer_lib.model_cache`: the same weights and history, without a progress bar).
 
     On the CPU it trains with one thread: the matrices are too small to gain from splitting each operation across
     cores, and spare cores then stay free for other work (a second notebook, the data pipeline).
+
+    ``positions=False`` zeroes the sinusoidal table the embeddings add (lesson 09's model without positions): the
+    same initial weights and batches, so it is the control of the same run with positions.
     """
     config = config or TrainingConfig()
     device = device or get_device()
     task = make_translation_task(seed=config.seed)
-    set_seed(config.seed)
-    model = Transformer(translation_model_config(task)).to(device)
-    started = time.perf_counter()
-    with single_thread():  # a tiny model: one CPU thread is as fast (a GPU is not affected)
-        history = train(model, task, config, progress=progress, valid_every=valid_every)
-    seconds = time.perf_counter() - started
-    return TrainingRun(model, task, history, seconds)
+
+    def build() -> Transformer:
+        set_seed(config.seed)
+        model = Transformer(translation_model_config(task))
+        if not positions:
+            model.positions.zero_()  # the buffer of sinusoids added to the embeddings
+        return model.to(device)
+
+    def run(model: Transformer) -> History:
+        started = time.perf_counter()
+        with single_thread():  # a tiny model: one CPU thread is as fast (a GPU is not affected)
+            history = train(model, task, config, progress=progress, valid_every=valid_every)
+        history.seconds = time.perf_counter() - started
+        return history
+
+    arguments = {"config": config, "valid_every": valid_every, "positions": positions}
+    model, history = cached_training("translation", arguments, build, run, History, device)
+    return TrainingRun(model, task, history, history.seconds)
 
 
 def char_gpt_config(vocab_size: int) -> GPTConfig:
@@ -76,17 +92,40 @@ class CharGPTRun:
     history: LMHistory
 
 
-def train_char_gpt(steps: int = 600, device: torch.device | None = None) -> CharGPTRun:
-    """Lesson 11's run: :func:`char_gpt_config` on Python's documentation (``python_docs``, the last 10 % held out),
-    seed 0, ``train_gpt`` with batch 32 and AdamW at 3e-3, for ``steps`` steps (lesson 11 takes 600).
+def train_char_gpt(
+    steps: int = 600, device: torch.device | None = None, *, config: GPTConfig | None = None, batch_size: int = 32,
+    lr: float = 3e-3, seed: int = 0, eval_every: int | None = None, eval_windows: int = 32,
+) -> CharGPTRun:
+    """Lesson 11's run: a GPT on Python's documentation (``python_docs``, the last 10 % held out), seeded, trained
+    by ``train_gpt`` with AdamW at ``lr`` for ``steps`` steps of ``batch_size`` windows. Lesson 11 takes
+    :func:`char_gpt_config` for 600 steps and builds the run step by step; other lessons pass another ``config``
+    (whose ``vocab_size`` must be the text's number of characters). With ``eval_every``, both splits are measured
+    on ``eval_windows`` windows along the way.
 
-    The same steps give the same model on the same machine; lesson 11 builds and trains it step by step.
+    It trains on one CPU thread, like the course's other recipes. The same arguments give the same model on the same
+    machine; a run already in the model cache is loaded instead (:mod:`~transformer_lib.model_cache`), so lessons
+    and tests that share a run train it once.
     """
     device = device or get_device()
     text = python_docs()
     tokenizer = CharTokenizer(text)
     train_split, valid_split = train_valid_split(tokenizer.encode(text), valid_fraction=0.1)
-    set_seed(0)
-    model = GPT(char_gpt_config(len(tokenizer))).to(device)
-    history = train_gpt(model, train_split, steps=steps, batch_size=32, lr=3e-3)
+    config = config or char_gpt_config(len(tokenizer))
+    if config.vocab_size != len(tokenizer):
+        raise ValueError(f"config.vocab_size={config.vocab_size}, but Python's documentation has {len(tokenizer)} "
+                         "distinct characters: pass GPTConfig(vocab_size=len(CharTokenizer(python_docs())), ...)")
+
+    def build() -> GPT:
+        set_seed(seed)
+        return GPT(config).to(device)
+
+    def run(model: GPT) -> LMHistory:
+        with single_thread():  # a small model: one CPU thread is nearly as fast, and far steadier beside other work
+            return train_gpt(model, train_split, steps=steps, valid=valid_split if eval_every else None,
+                             batch_size=batch_size, lr=lr, seed=seed, eval_every=eval_every,
+                             eval_windows=eval_windows)
+
+    arguments = {"steps": steps, "config": config, "batch_size": batch_size, "lr": lr, "seed": seed,
+                 "eval_every": eval_every, "eval_windows": eval_windows}
+    model, history = cached_training("char-gpt", arguments, build, run, LMHistory, device)
     return CharGPTRun(model, tokenizer, train_split, valid_split, history)

@@ -8,12 +8,16 @@ Leviathan, Kalman and Matias (2023) and Chen et al. (2023). Each round:
 3. the longest prefix of proposals the target agrees with is kept, plus one token from the target itself: the
    correction at the first disagreement, or a bonus token after the k-th when all were kept.
 
-A round therefore adds between 1 and k + 1 tokens for one target call. Greedy (``temperature=None``): the target
-"agrees" when its own pick, ``pick(target_logits)``, equals the proposal, and the output is the target's own greedy
-output, token for token. Sampling: the proposal x, drawn from the draft's q, is kept with probability
-``min(1, p(x) / q(x))`` (:func:`acceptance_probability`); a rejected one is replaced by a draw from
-``max(0, p - q)`` renormalised (:func:`residual_distribution`). Every token is then distributed exactly as the target
-alone would draw it (:func:`speculative_token_distribution` computes that distribution and equals p).
+A round therefore adds between 1 and k + 1 tokens for one target call. The target examines proposals in order and
+stops at the first rejection: the ones after it are never examined. The acceptance rate is therefore counted as
+Leviathan et al. define it (their α): the chance that a proposal is kept given that the ones before it were, estimated
+by kept / examined.
+
+Greedy (``temperature=None``): the target "agrees" when its own pick, ``pick(target_logits)``, equals the proposal,
+and the output is the target's own greedy output, token for token. Sampling: the proposal x, drawn from the draft's
+q, is kept with probability ``min(1, p(x) / q(x))`` (:func:`acceptance_probability`); a rejected one is replaced by a
+draw from ``max(0, p - q)`` renormalised (:func:`residual_distribution`). Every token is then distributed exactly as
+the target alone would draw it (:func:`speculative_token_distribution` computes that distribution and equals p).
 
 Why step 2 is not the generation loop: that loop appends one token per call of ``next_logits``; verifying scores k + 1
 positions in one call and appends a variable number. It reuses the loop's parts instead: the same picker (applied to
@@ -24,9 +28,12 @@ Shape legend: T0 = prompt length, k = proposed tokens per round, V = vocabulary 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+import time
+from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from .data import check_token_ids
 from .decoding import Picker, generate_tokens, greedy_pick, sampling_distribution, sampling_picker
@@ -121,6 +128,96 @@ def expected_tokens_per_call(acceptance: float, k: int) -> float:
     return float(sum(acceptance**i for i in range(k + 1)))
 
 
+def expected_speedup(acceptance: float, k: int, draft_cost: float, verify_cost: float = 1.0) -> float:
+    """Plain decoding's time over speculative decoding's, per token: ``expected_tokens_per_call / (k·c + v)``.
+
+    ``draft_cost`` c: one draft call's time over one target call's; ``verify_cost`` v: a target pass over k + 1
+    tokens over a pass over one. With v = 1 this is Leviathan et al.'s improvement factor (Theorem 3.8),
+    ``(1 - a^(k+1)) / ((1 - a)(k·c + 1))``; it ignores the bookkeeping between calls.
+    """
+    return expected_tokens_per_call(acceptance, k) / (k * draft_cost + verify_cost)
+
+
+def simulate_acceptance(k: int, easy: float, hard: float, switch: float, rounds: int = 20_000,
+                        seed: int = 0) -> tuple[float, float]:
+    """Simulated rounds of k proposals over a text whose stretches are easy (each proposal kept with probability
+    ``easy``) or hard (``hard``); the stretch changes before each examined proposal with probability ``switch``.
+    ``easy == hard``: every proposal is kept independently; a small ``switch``: acceptances come in runs.
+
+    Returns (α, tokens per call): α = kept / examined, counted as the lesson counts it, and the mean tokens a round
+    adds (its kept proposals plus the target's own). Python's seeded ``random``, so every machine prints the same.
+    """
+    rng = random.Random(seed)
+    is_easy = True
+    kept_total = examined = 0
+    for _ in range(rounds):
+        kept = 0
+        while kept < k:
+            if rng.random() < switch:
+                is_easy = not is_easy
+            examined += 1
+            if rng.random() >= (easy if is_easy else hard):
+                break
+            kept += 1
+        kept_total += kept
+    return kept_total / examined, (kept_total + rounds) / rounds
+
+
+def verify_cost(model: GPT, context: torch.Tensor, k: int, repeats: int = 5) -> float:
+    """v: the time of a pass over k + 1 new tokens over the time of a pass over one, both after the same cached
+    ``context`` (1, t) (t > k + 1), as a verification step runs. The two passes alternate in one loop, so a busy
+    machine slows both alike, and each keeps its fastest of ``repeats``."""
+    model.eval()
+    start = context.shape[1] - (k + 1)
+    best = {1: float("inf"), k + 1: float("inf")}
+    with torch.no_grad():
+        cache = model.new_cache()
+        model(context[:, :start], cache=cache)  # the cached text before the new tokens
+        for _ in range(repeats):
+            for n in best:
+                truncate_cache(cache, start)
+                started = time.perf_counter()
+                model(context[:, start : start + n], cache=cache)  # (1, n, V)
+                if context.device.type == "cuda":
+                    torch.cuda.synchronize()
+                best[n] = min(best[n], time.perf_counter() - started)
+    return best[k + 1] / best[1]
+
+
+class ForwardTimer:
+    """Within ``with ForwardTimer(model) as timer:``, the seconds spent inside ``model``'s forward passes
+    (``timer.seconds``) and their number (``timer.calls``), timed by hooks around each pass; ``timer.per_call`` is
+    their mean. What a generation loop spends outside the passes is its bookkeeping."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.seconds = 0.0
+        self.calls = 0
+        self._started = 0.0
+        self._hooks: list = []
+
+    def _start(self, module: nn.Module, args: tuple) -> None:
+        self._started = time.perf_counter()
+
+    def _stop(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        if output.device.type == "cuda":
+            torch.cuda.synchronize()  # the pass has really finished, not only been queued
+        self.seconds += time.perf_counter() - self._started
+        self.calls += 1
+
+    def __enter__(self) -> ForwardTimer:
+        self._hooks = [self.model.register_forward_pre_hook(self._start), self.model.register_forward_hook(self._stop)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for hook in self._hooks:
+            hook.remove()
+
+    @property
+    def per_call(self) -> float:
+        return self.seconds / max(self.calls, 1)
+
+
 def speculative_accept(
     p: torch.Tensor, q: torch.Tensor, proposed: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
@@ -149,10 +246,18 @@ class SpeculativeResult:
     draft_calls: int  # forward passes of the draft
     proposed: int  # draft tokens proposed
     accepted: int  # of those, kept
+    examined: int  # of those, compared by the target: the kept ones and each round's first rejection
+    round_sizes: list[int] = field(default_factory=list)  # proposals of each round (k, the last round maybe fewer)
 
     @property
     def acceptance_rate(self) -> float:
-        """The share of proposed tokens the target kept."""
+        """Leviathan et al.'s α: the share of the examined proposals that were kept (a proposal after the first
+        rejection of its round is never examined, so it counts neither way)."""
+        return self.accepted / max(self.examined, 1)
+
+    @property
+    def share_kept(self) -> float:
+        """Kept over all proposed tokens, the unexamined included: it falls with k even when α does not."""
         return self.accepted / max(self.proposed, 1)
 
     @property
@@ -204,7 +309,8 @@ def speculative_generate(
     target_logits, draft_logits = CachedLogits(target), CachedLogits(draft)
     sampling = temperature is not None
     filters = {"temperature": temperature, "top_k": top_k, "top_p": top_p} if sampling else {}
-    proposed = accepted = 0
+    proposed = accepted = examined = 0
+    round_sizes = []
     goal = tokens.shape[1] + max_new_tokens
     while tokens.shape[1] < goal:
         k_now = min(k, goal - tokens.shape[1] - 1)  # the round's own target token fills the last place
@@ -221,7 +327,11 @@ def speculative_generate(
             choices = pick(scores)  # (k_now + 1,): the target's own pick after each prefix
             agree = int((choices[:k_now] == proposals).long().cumprod(0).sum())
             new = torch.cat((proposals[:agree], choices[agree : agree + 1]))
+        kept = len(new) - 1
         proposed += k_now
-        accepted += len(new) - 1
+        accepted += kept
+        examined += kept + (kept < k_now)  # the first rejected proposal was examined too; later ones were not
+        round_sizes.append(k_now)
         tokens = torch.cat((tokens, new[None]), dim=1)  # (1, t + n + 1)
-    return SpeculativeResult(tokens, target_logits.calls, draft_logits.calls, proposed, accepted)
+    return SpeculativeResult(tokens, target_logits.calls, draft_logits.calls, proposed, accepted, examined,
+                             round_sizes)

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .data import TranslationTask, check_token_ids, random_windows
-from .evaluation import evaluate_lm_loss
+from .data import TranslationTask, check_token_ids, make_translation_task, random_windows
+from .device import set_seed, single_thread
+from .evaluation import evaluate_lm_loss, unigram_probabilities
 from .gpt import GPT
 from .masks import padding_mask
-from .model import Transformer
+from .model import Transformer, TransformerConfig
 
 
 def shift_for_teacher_forcing(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,6 +150,7 @@ class History:
     lr: list[float] = field(default_factory=list)
     valid_steps: list[int] = field(default_factory=list)
     valid_loss: list[float] = field(default_factory=list)
+    seconds: float = 0.0  # the whole run, validation included
 
 
 def teacher_forced_logits(
@@ -192,7 +194,9 @@ def training_step(
 
 @torch.no_grad()
 def evaluate_loss(model: Transformer, task: TranslationTask, split: str = "valid", batch_size: int = 250) -> float:
-    """Mean unsmoothed cross-entropy per target token on a split (model in eval mode)."""
+    """Unsmoothed cross-entropy on a split (model in eval mode): the mean over batches of ``batch_size`` sentence
+    pairs of each batch's mean per target token, so a batch's tokens weigh by the batch, not one by one (the last,
+    smaller batch counts as much as a full one)."""
     was_training = model.training
     model.eval()
     device, pad_id = next(model.parameters()).device, task.tgt_vocab.pad_id
@@ -204,6 +208,21 @@ def evaluate_loss(model: Transformer, task: TranslationTask, split: str = "valid
     return sum(losses) / len(losses)
 
 
+def unigram_loss(task: TranslationTask, split: str = "valid") -> float:
+    """The cross-entropy per target token on ``split`` of a model that ignores the source and predicts every target
+    token (words and ``<eos>``) by its frequency among the training targets (add-one smoothed): a baseline that a
+    translator must beat by far."""
+    pad_id = task.tgt_vocab.pad_id
+
+    def target_tokens(name: str) -> torch.Tensor:
+        _, tgt = task.encode_pairs(getattr(task, name))  # (pairs, T): <bos> … <eos>, then padding
+        labels = tgt[:, 1:]  # what the decoder must predict
+        return labels[labels != pad_id]  # (N,)
+
+    probabilities = unigram_probabilities(target_tokens("train"), len(task.tgt_vocab))  # (V,)
+    return -probabilities[target_tokens(split)].log().mean().item()
+
+
 def train(
     model: Transformer,
     task: TranslationTask,
@@ -212,7 +231,8 @@ def train(
     valid_every: int = 200,
 ) -> History:
     """Train with Adam (betas 0.9/0.98 as in the paper), the linear warm-up and decay of
-    :func:`warmup_linear_decay_lr`, label smoothing and gradient clipping; batches shuffled by ``config.seed``."""
+    :func:`warmup_linear_decay_lr`, label smoothing and gradient clipping; batches shuffled by ``config.seed``.
+    ``seconds`` in the returned history counts the whole run, validation included."""
     from tqdm.auto import tqdm  # a progress bar is a front-end concern: imported only when training
 
     device = next(model.parameters()).device
@@ -220,6 +240,7 @@ def train(
     optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
     generator = torch.Generator().manual_seed(config.seed)
     history = History()
+    started = time.perf_counter()
     model.train()
     bar = tqdm(total=config.steps, disable=not progress, desc="training")
     step = 0
@@ -244,7 +265,28 @@ def train(
                 break
     bar.close()
     model.eval()
+    history.seconds = time.perf_counter() - started
     return history
+
+
+def warmup_task() -> TranslationTask:
+    """Lesson 07's stand-in for lesson 09's task: 4 000 training pairs, 200 validation pairs (seed 0)."""
+    return make_translation_task(num_train=4000, num_valid=200, num_test=10, seed=0)
+
+
+def warmup_run(norm_first: bool, warmup_steps: int, seed: int = 0, task: TranslationTask | None = None) -> History:
+    """Lesson 07's experiment: a deep, narrow Transformer (d_model 32, 4 heads, 4 + 4 layers, d_ff 64, no dropout),
+    post-LN or pre-LN, trained by :func:`train` for 120 steps of 32 pairs at a peak learning rate of 0.01 with
+    ``warmup_steps`` of warm-up (1: the peak from the first step) and no gradient clipping; the validation loss every
+    30 steps. ``seed`` draws the initial weights and the batch order; ``task`` defaults to :func:`warmup_task`."""
+    task = task or warmup_task()
+    set_seed(seed)
+    config = TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), d_model=32, num_heads=4,
+                               num_encoder_layers=4, num_decoder_layers=4, d_ff=64, dropout=0.0, max_len=32,
+                               share_embeddings=False, norm_first=norm_first)
+    run = TrainingConfig(steps=120, batch_size=32, peak_lr=1e-2, warmup_steps=warmup_steps, clip_norm=1e9, seed=seed)
+    with single_thread():  # tiny matrices: one thread is as fast
+        return train(Transformer(config), task, run, progress=False, valid_every=30)
 
 
 # --- a GPT on next-character prediction

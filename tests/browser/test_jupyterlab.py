@@ -37,7 +37,6 @@ GALLERY = {
     "vector_angle_widget": ("transformer_lib.views.similarity", "vector_angle_widget()"),
     "attention_scores_widget": ("transformer_lib.views.attention_scores",
                                 'attention_scores_widget(["cat", "dog", "car"], torch.eye(3), ["cat dog car", "car"])'),
-    "positional_encoding_widget": ("transformer_lib.views.positional_encoding", "positional_encoding_widget()"),
     "masking_widget": ("transformer_lib.views.masking", "masking_widget()"),
     "scaling_widget": ("transformer_lib.views.queries_keys_values", "scaling_widget()"),
     "translator_heads_widget": (
@@ -50,12 +49,16 @@ GALLERY = {
     "attention_memory_widget": ("transformer_lib.views.gpt_and_scaling", "attention_memory_widget()"),
     "speculative_widget": ("transformer_lib.views.faster_and_bigger", "speculative_widget()"),
     "bpe_merges_widget": ("transformer_lib.views.gpt2_and_llms", "bpe_merges_widget()"),
-    "gradient_depth_widget": ("transformer_lib.views.encoder_decoder_blocks", "gradient_depth_widget()"),
-    "encoder_decoder_masks_widget": ("transformer_lib.views.transformer", "encoder_decoder_masks_widget()"),
     "induction_head_widget": (
         "transformer_lib.views.inside_a_trained_model",
         '(lambda lib: induction_head_widget(lib.GPT(lib.GPTConfig(64, block_size=32, d_model=16, num_heads=2, '
         'num_layers=2, feed_forward=False)).eval()))(__import__("transformer_lib"))'),
+    "fine_tuning_widget": (
+        "transformer_lib.views.fine_tuning",
+        '(lambda lib, tokenizer: fine_tuning_widget({"base": lib.GPT(lib.GPTConfig(len(tokenizer), block_size=32, '
+        'd_model=16, num_heads=2, num_layers=1, d_ff=32)).eval()}, tokenizer))(__import__("transformer_lib"), '
+        '__import__("transformer_lib").CharTokenizer("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 '
+        '+{}~"))'),
 }
 
 

@@ -59,7 +59,7 @@ def _rotation_with(offset: int, d_model: int, *, angle_unit: float = 1.0, expone
     for j in range(d_model // 2):
         frequency = 10000.0 ** (exponent_sign * 2 * j / d_model) if with_frequency else 1.0
         angle = offset * frequency * angle_unit
-        blocks.append(torch.tensor([[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]],
+        blocks.append(torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]],
                                    dtype=torch.float64))
     return torch.block_diag(*blocks)
 
@@ -83,7 +83,7 @@ def positional_encoding_matrix(student_fn: Callable) -> CheckResult:
 
 
 def shift_matrix(student_fn: Callable) -> CheckResult:
-    """Check a function (offset, d_model) -> (d_model, d_model) matrix M with PE(pos + offset) = M @ PE(pos)."""
+    """Check a function (offset, d_model) -> (d_model, d_model) matrix M with PE(pos + offset) = PE(pos) @ M."""
     ex = Exercise("shift_matrix")
     with ex.run():
         got = ex.call(student_fn, 3, 6)
@@ -93,7 +93,7 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
             got,
             expected,
             atol=1e-5,
-            hint="one 2x2 block [[cos(k w), sin(k w)], [-sin(k w), cos(k w)]] per sin/cos pair, zeros elsewhere",
+            hint="one 2x2 block [[cos(k w), -sin(k w)], [sin(k w), cos(k w)]] per sin/cos pair, zeros elsewhere",
             mistakes={
                 Hint("your rotation turns the wrong way: swap the signs of the two sin(k w) entries",
                      id="rotation-wrong-way"): expected.T,
@@ -106,8 +106,8 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
             },
         )
         pe = sinusoidal_encoding(30, 8).double()
-        moved = torch.as_tensor(ex.call(student_fn, 5, 8), dtype=torch.float64) @ pe[:-5].T  # (8, 25)
-        ex.compare("M_5 moves every PE(pos) to PE(pos + 5) (d_model = 8, pos = 0 … 24)", moved.T, pe[5:], atol=1e-4)
+        moved = pe[:-5] @ torch.as_tensor(ex.call(student_fn, 5, 8), dtype=torch.float64)  # (25, 8)
+        ex.compare("PE(pos) M_5 is PE(pos + 5) (d_model = 8, pos = 0 … 24)", moved, pe[5:], atol=1e-4)
     return ex.result
 
 

@@ -149,6 +149,11 @@ def top_p(student_fn: Callable) -> CheckResult:
     return ex.result
 
 
+def _wu_penalty(length: int, alpha: float) -> float:
+    """Wu et al.'s length penalty ((5 + length) / 6) ** alpha, by which a finished hypothesis's total is divided."""
+    return ((5 + length) / 6) ** alpha
+
+
 def _beam_step_parts(step) -> tuple[torch.Tensor, torch.Tensor, list[float], list[list[int]]]:
     kept, scores, finished = step
     return (torch.as_tensor(kept), torch.as_tensor(scores), [float(s) for s, _ in finished],
@@ -197,22 +202,24 @@ def beam_step(student_fn: Callable) -> CheckResult:
             kept_scores,
             hint="the live beams keep their raw total log-probability; the penalty only ranks finished hypotheses",
             mistakes={Hint("apply the length penalty to finished hypotheses only: live beams keep their raw totals",
-                           id="penalty-on-live-beams"): kept_scores / 3**alpha},
+                           id="penalty-on-live-beams"): kept_scores / _wu_penalty(3, alpha)},
         )
         ex.compare("the finished hypotheses' tokens", got_finished_tokens, finished_tokens,
                    hint="visit the candidates best first and stop once beam_size beams are kept")
         generated = len(finished_tokens[0]) - 1 if finished_tokens else 1
+        raw_finished = [s * _wu_penalty(generated, alpha) for s in finished_scores]  # before the penalty
         ex.compare(
-            f"the finished hypotheses' scores, log p / length ** {alpha}",
+            f"the finished hypotheses' scores, log p / ((5 + length) / 6) ** {alpha}",
             got_finished_scores,
             finished_scores,
             hint="length = the generated tokens, <eos> included and <bos> not",
             mistakes={
-                Hint("divide each finished hypothesis's log-probability by length ** alpha",
-                     id="no-length-penalty"): [s * generated**alpha for s in finished_scores],
+                Hint("divide each finished hypothesis's log-probability by ((5 + length) / 6) ** alpha",
+                     id="no-length-penalty"): raw_finished,
                 Hint("count the generated tokens only (<eos> yes, <bos> no): len(tokens) - 1",
-                     id="bos-counted-in-length"): [s * generated**alpha / (generated + 1) ** alpha
-                                                   for s in finished_scores],
+                     id="bos-counted-in-length"): [s / _wu_penalty(generated + 1, alpha) for s in raw_finished],
+                Hint("the penalty is Wu et al.'s ((5 + length) / 6) ** alpha, not length ** alpha",
+                     id="plain-length-power"): [s / generated**alpha for s in raw_finished],
             },
         )
     return ex.result

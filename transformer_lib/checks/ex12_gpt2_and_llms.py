@@ -214,15 +214,15 @@ def _rope_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
 
 
 def _neighbours_written_as_halves(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """The exercise's broken rotation, less its position bug: pairs (2j, 2j + 1) rotated, then written back as if they
-    were (j, j + d_head/2)."""
+    """The exercise's broken rotation, less its position bug: pairs (2m, 2m + 1) rotated, then written back as if they
+    were (m, m + d_head/2)."""
     rotated = apply_rope(x, positions)  # (..., T, d_head): pairs side by side
     return torch.cat((rotated[..., 0::2], rotated[..., 1::2]), dim=-1)
 
 
 def rope_halves(student_fn: Callable) -> CheckResult:
-    """Check a function (x (..., T, d_head), positions (T,)) -> x rotated as Llama lays RoPE out: feature j with
-    feature j + d_head/2, by the angle pos · 10000^(-2j/d_head) (the repaired ``broken_rope_halves`` of the
+    """Check a function (x (..., T, d_head), positions (T,)) -> x rotated as Llama lays RoPE out: feature m with
+    feature m + d_head/2, by the angle pos · 10000^(-2m/d_head) (the repaired ``broken_rope_halves`` of the
     exercise, which read neighbouring pairs and rotated by position + 1)."""
     ex = Exercise("rope_halves")
     with ex.run():
@@ -234,30 +234,30 @@ def rope_halves(student_fn: Callable) -> CheckResult:
                 what,
                 got,
                 apply_rope_halves(x, positions),
-                hint=Hint(idea="rotate each pair (feature j, feature j + d_head/2) by the angle "
-                          "pos · 10000^(-2j/d_head), in radians, j = 0 … d_head/2 - 1",
+                hint=Hint(idea="rotate each pair (feature m, feature m + d_head/2) by the angle "
+                          "pos · 10000^(-2m/d_head), in radians, m = 0 … d_head/2 - 1",
                           code="angles = positions[:, None] * 10000 ** (-torch.arange(0, d, 2) / d); first, second "
                           "= x[..., :d // 2], x[..., d // 2:]; return torch.cat((first * cos - second * sin, "
                           "second * cos + first * sin), dim=-1)"),
                 mistakes={
                     Hint(id="both-bugs-left",
-                         idea="both bugs are still there: the pairs are read as neighbours (2j, 2j + 1), and the "
+                         idea="both bugs are still there: the pairs are read as neighbours (2m, 2m + 1), and the "
                          "angle uses the position plus one",
                          code="first, second = x[..., :half], x[..., half:]; angles = positions[:, None] * "
                          "frequencies"):
                         _neighbours_written_as_halves(x, positions + 1),
                     Hint(id="neighbours-written-as-halves",
-                         idea="the positions are right now, but the pairs are still read as neighbours (2j, 2j + 1) "
-                         "and written back as halves: read them as (j, j + d_head/2) too",
+                         idea="the positions are right now, but the pairs are still read as neighbours (2m, 2m + 1) "
+                         "and written back as halves: read them as (m, m + d_head/2) too",
                          code="first, second = x[..., :half], x[..., half:] with half = d_head // 2"):
                         _neighbours_written_as_halves(x, positions),
                     Hint(id="neighbour-pairs",
-                         idea="Llama pairs feature j with feature j + d_head/2 (the first half with the second), "
-                         "not neighbours 2j and 2j + 1 as lesson 04's apply_rope",
+                         idea="Llama pairs feature m with feature m + d_head/2 (the first half with the second), "
+                         "not neighbours 2m and 2m + 1 as lesson 04's apply_rope",
                          code="first, second = x[..., :half], x[..., half:] with half = d_head // 2"):
                         apply_rope(x, positions),
                     Hint(id="angles-in-degrees",
-                         idea="the angle pos · 10000^(-2j/d_head) is already in radians, which torch.cos and "
+                         idea="the angle pos · 10000^(-2m/d_head) is already in radians, which torch.cos and "
                          "torch.sin take: do not convert it as if it were degrees",
                          code="torch.cos(angles), without a factor π / 180"):
                         apply_rope_halves(x, positions, frequencies=frequencies * math.pi / 180),
@@ -276,7 +276,7 @@ def rope_halves(student_fn: Callable) -> CheckResult:
                          code="torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)"):
                         apply_rope_halves(x, -positions),
                     Hint(id="exponent-without-2",
-                         idea="pair j turns by 10000^(-2j/d_head) per position: the exponent has 2j, which is "
+                         idea="pair m turns by 10000^(-2m/d_head) per position: the exponent has 2m, which is "
                          "torch.arange(0, d_head, 2), over d_head",
                          code="frequencies = 10000.0 ** (-torch.arange(0, d_head, 2) / d_head)"):
                         apply_rope_halves(
@@ -318,7 +318,7 @@ def rope_attention(student_fn: Callable) -> CheckResult:
                     _attention(rotated_q, rotated_k, apply_rope(v)),
                 Hint(id="half-split-layout",
                      idea="these weights were trained in Meta's layout, which rotates neighbouring features "
-                     "(2j, 2j + 1); Hugging Face's half-split layout is another model's convention",
+                     "(2m, 2m + 1); Hugging Face's half-split layout is another model's convention",
                      code="apply_rope(q), not apply_rope_halves(q)"):
                     _attention(apply_rope_halves(q), apply_rope_halves(k), v),
                 Hint(id="keys-not-rotated",

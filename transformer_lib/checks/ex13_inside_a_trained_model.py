@@ -1,5 +1,5 @@
-"""Checks for lesson 13's exercises: the induction score from attention weights, the loss of each head's
-mean-ablation, and one step of activation patching with a forward hook."""
+"""Checks for lesson 13's exercises: a duplicate-token score from attention weights, the chance level of the
+induction score counted from the tokens alone, and one step of activation patching with a forward hook."""
 
 from __future__ import annotations
 
@@ -9,58 +9,111 @@ import torch
 
 from ..device import set_seed
 from ..gpt import GPT, GPTConfig
-from ..induction import half_losses, induction_score, induction_targets, repeated_tokens
-from ..interpret import ablate_heads, head_output_means, patched_logits, residual_stream
+from ..induction import (
+    duplicate_token_score,
+    earlier_occurrences,
+    induction_score,
+    repeated_tokens,
+    uniform_attention,
+)
+from ..interpret import patched_logits, residual_stream
 from ._feedback import CheckResult, Exercise, Hint
 
+# Sequences the two scores are checked on: 4 occurs four times (so a query can have several earlier occurrences,
+# not always half a sequence back), and in the second 2 follows itself (the key after that occurrence is the query
+# itself).
+SEQUENCES = (torch.tensor([4, 7, 1, 4, 9, 4, 7, 1, 4, 9]), torch.tensor([2, 2, 5, 3, 2, 5, 3, 8]))
+ALL_QUERIES = Hint(idea="average only over the queries whose token occurred before: the others have nothing to look "
+                        "back at, and counting them as 0 drags the score down",
+                   code="divide by the number of queries with an earlier occurrence, not by T",
+                   id="mean-over-all-queries")
 
-def _weights_and_tokens() -> tuple[torch.Tensor, torch.Tensor]:
-    """A causal attention pattern (T = 10, random rows that sum to 1) and a sequence whose half repeats, plus one
-    token that also occurs twice inside the first half, so that an earlier occurrence is not always half back."""
-    tokens = torch.tensor([4, 7, 1, 4, 9, 4, 7, 1, 4, 9])
-    generator = torch.Generator().manual_seed(13)
-    scores = torch.randn(10, 10, generator=generator, dtype=torch.float64)
-    scores = scores.masked_fill(torch.ones(10, 10, dtype=torch.bool).triu(1), float("-inf"))
-    return scores.softmax(dim=-1), tokens  # (T, T), (T,)
+
+def _random_causal_weights(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    """(…, T, T) random attention weights, zero above the diagonal, rows summing to 1 (float64)."""
+    length = shape[-1]
+    scores = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return scores.masked_fill(torch.ones(length, length, dtype=torch.bool).triu(1), float("-inf")).softmax(dim=-1)
 
 
-def induction_score_of(student_fn: Callable) -> CheckResult:
-    """Check a function (weights (T, T), tokens (T,)) -> float: one head's induction score on one sequence."""
-    ex = Exercise("induction_score_of")
+def _as_number(value):
+    """A one-element tensor as a float; anything else unchanged (the comparison then says what is wrong)."""
+    return float(value) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+
+
+def _per_query(weights: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """The summed weight on ``keys`` (batch, T, T) bool, averaged over ``queries`` (batch, T) bool and the batch:
+    ``weights`` (batch, heads, T, T) -> (heads,)."""
+    on_keys = (weights * keys[:, None]).sum(-1)  # (batch, heads, T)
+    return (on_keys * queries[:, None]).sum(dim=(0, 2)) / queries.sum()
+
+
+def duplicate_token_score_of(student_fn: Callable) -> CheckResult:
+    """Check a function (weights (batch, heads, T, T), tokens (batch, T)) -> (heads,): every head's duplicate-token
+    score over a batch."""
+    ex = Exercise("duplicate_token_score_of")
     with ex.run():
-        weights, tokens = _weights_and_tokens()
-        expected = induction_score(weights[None, None], tokens[None]).item()
-        got = ex.call(student_fn, weights.clone(), tokens.clone())
-        same = tokens[:, None] == tokens[None, :]
-        earlier = same & torch.ones(10, 10, dtype=torch.bool).tril(-1)  # (T, T): earlier occurrences
-        has_earlier = earlier.any(-1)
-        on_occurrence = (weights * earlier).sum(-1)[has_earlier].mean().item()
-        targets = induction_targets(tokens[None])[0]
-        over_all_queries = (weights * targets).sum(-1).mean().item()
-        half_back = torch.arange(5, 10)
-        fixed_offset = weights[half_back, half_back - 4].mean().item()  # the key half - 1 back, second half only
-        ex.compare(
-            "the induction score of a random causal pattern on 4 7 1 4 9 4 7 1 4 9",
-            float(got) if isinstance(got, torch.Tensor) and got.numel() == 1 else got,
-            expected,
-            hint="for each query whose token occurred before, add the weights on the keys just after those earlier "
-                 "occurrences; average over those queries only",
-            mistakes={
-                Hint(idea="off by one: you measured the weight on the earlier occurrence itself; an induction head "
-                          "looks at the token *after* it, the one that came next last time",
-                     code="key j + 1 for every j < i with tokens[j] == tokens[i]", id="weight-on-occurrence"):
-                    on_occurrence,
-                Hint(idea="average only over the queries whose token occurred before: the others have nothing to "
-                          "copy, and counting them as 0 drags the score down",
-                     code="divide by the number of queries with an earlier occurrence, not by T",
-                     id="mean-over-all-queries"): over_all_queries,
-                Hint(idea="a fixed distance back (half − 1) is right only for a repeat of that length; find the "
-                          "earlier occurrences from the tokens (here 4 occurs three times)",
-                     code="same = tokens[:, None] == tokens[None, :], keep keys j < i", id="fixed-offset"):
-                    fixed_offset,
-            },
-            atol=1e-6,
-        )
+        for seed, sequence in enumerate(SEQUENCES):
+            tokens = torch.stack([sequence, sequence.flip(0)])  # (2, T): two sequences of the same tokens
+            length = tokens.shape[1]
+            weights = _random_causal_weights((2, 3, length, length), 13 + seed)  # (batch, heads, T, T)
+            expected = duplicate_token_score(weights, tokens)  # (heads,)
+            got = ex.call(student_fn, weights.clone(), tokens.clone())
+            earlier = earlier_occurrences(tokens)  # (batch, T, T): keys j < i holding the query's token
+            has_earlier = earlier.any(-1)  # (batch, T)
+            with_self = earlier | torch.eye(length, dtype=torch.bool)  # keys j <= i: the query's own key too
+            ex.compare(
+                f"three heads' duplicate-token scores on {' '.join(map(str, sequence.tolist()))} and its reverse",
+                got,
+                expected,
+                hint="mask (batch, T, T) = same token at query i and key j, and j < i; sum the weights on the mask "
+                     "per query; average over the queries that have an earlier occurrence, in every sequence",
+                mistakes={
+                    Hint(idea="off by one: you measured the weight on the key after each earlier occurrence, which is "
+                              "the induction score; a duplicate-token head looks at the occurrence itself",
+                         code="keys j < i with tokens[j] == tokens[i], not j + 1", id="induction-offset"):
+                        induction_score(weights, tokens),
+                    Hint(idea="every token equals itself: count only keys j < i, not the query's own position i, or "
+                              "every head that attends to itself looks like a duplicate-token head",
+                         code="same & torch.ones(T, T, dtype=torch.bool).tril(-1): tril(-1), not tril()",
+                         id="self-included"):
+                        _per_query(weights, with_self, torch.ones_like(has_earlier)),
+                    ALL_QUERIES: _per_query(weights, earlier, has_earlier) * has_earlier.sum() / has_earlier.numel(),
+                },
+                atol=1e-6,
+            )
+    return ex.result
+
+
+def uniform_induction_score(student_fn: Callable) -> CheckResult:
+    """Check a function tokens (T,) -> float: the induction score of a head attending evenly over its prefix."""
+    ex = Exercise("uniform_induction_score")
+    with ex.run():
+        for tokens in SEQUENCES:
+            length = len(tokens)
+            expected = induction_score(uniform_attention(length)[None, None], tokens[None]).item()
+            got = ex.call(student_fn, tokens.clone())
+            counts = earlier_occurrences(tokens[None])[0].sum(-1).double()  # (T,): earlier occurrences per query
+            has_earlier = counts > 0
+            prefix = torch.arange(1, length + 1, dtype=torch.float64)  # (T,): query i sees i + 1 keys
+            ex.compare(
+                f"the chance induction score on {' '.join(map(str, tokens.tolist()))}",
+                _as_number(got),
+                expected,
+                hint="query i spreads 1 / (i + 1) over keys 0 … i; its induction weight is that times the number of "
+                     "its earlier occurrences; average over the queries that have one",
+                mistakes={
+                    Hint(idea="query i sees i + 1 keys, itself included: each gets 1 / (i + 1), not 1 / i",
+                         code="counts[i] / (i + 1)", id="prefix-without-self"):
+                        (counts[has_earlier] / (prefix[has_earlier] - 1)).mean().item(),
+                    Hint(idea="a query whose token occurred several times has that many targets: its weight is "
+                              "their number over i + 1, not one key's share",
+                         code="count every j < i with tokens[j] == tokens[i]", id="one-occurrence-only"):
+                        (1 / prefix[has_earlier]).mean().item(),
+                    ALL_QUERIES: (counts / prefix)[has_earlier].sum().item() / length,
+                },
+                atol=1e-6,
+            )
     return ex.result
 
 
@@ -73,59 +126,6 @@ def _small_model() -> tuple[GPT, torch.Tensor]:
     return model, tokens
 
 
-def _ablation_losses(model: GPT, tokens: torch.Tensor, kind: str = "mean", which: int = 1) -> torch.Tensor:
-    means = head_output_means(model, tokens)
-    losses = torch.zeros(model.config.num_layers, model.config.num_heads, dtype=torch.float64)
-    for layer in range(model.config.num_layers):
-        for head in range(model.config.num_heads):
-            with ablate_heads(model, [(layer, head)], kind, means), torch.no_grad():
-                logits = model(tokens)
-            if which == 2:
-                losses[layer, head] = torch.nn.functional.cross_entropy(
-                    logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
-            else:
-                losses[layer, head] = half_losses(logits, tokens)[which]
-    return losses
-
-
-def head_ablation_losses(student_fn: Callable) -> CheckResult:
-    """Check a function (model, tokens) -> (layers, heads): the repeated-half loss with each head mean-ablated."""
-    ex = Exercise("head_ablation_losses")
-    with ex.run():
-        model, tokens = _small_model()
-        expected = _ablation_losses(model, tokens)
-        zero = _ablation_losses(model, tokens, kind="zero")
-        first_half, whole = _ablation_losses(model, tokens, which=0), _ablation_losses(model, tokens, which=2)
-        got = ex.call(student_fn, model, tokens.clone())
-        with torch.no_grad():
-            unchanged = torch.equal(model(tokens), model(tokens)) and not any(
-                module._forward_pre_hooks for module in model.modules())
-        ex.compare(
-            "the repeated-half loss with each head of a random 2 × 2 model mean-ablated",
-            got,
-            expected,
-            hint="for each (layer, head): inside `with ablate_heads(model, [(layer, head)], 'mean', means)`, run the "
-                 "model and keep half_losses(logits, tokens)[1]",
-            mistakes={
-                Hint(idea="you zero-ablated: this exercise asks for mean-ablation (the heads' mean outputs)",
-                     code="ablate_heads(model, [(layer, head)], 'mean', head_output_means(model, tokens))",
-                     id="zero-ablation"): zero,
-                Hint(idea="that is the loss on the first half; the copying happens in the repeated half",
-                     code="half_losses returns (first, repeated): take [1]", id="first-half-loss"): first_half,
-                Hint(idea="that is the loss over the whole sequence; measure the repeated half only, where an "
-                          "induction head can help",
-                     code="half_losses(logits, tokens)[1]", id="whole-sequence-loss"): whole,
-            },
-            atol=1e-6,
-        )
-        ex.require("the model has no hook left and computes as before", unchanged,
-                   problem="a hook is still registered on the model",
-                   hint=Hint(idea="a hook you register stays on the model until it is removed",
-                             code="use ablate_heads as a `with` block, or call handle.remove() on each hook",
-                             id="hook-left-behind"))
-    return ex.result
-
-
 def patch_residual(student_fn: Callable) -> CheckResult:
     """Check a function (model, tokens, depth, position, replacement) -> logits: one activation patch."""
     ex = Exercise("patch_residual")
@@ -134,40 +134,67 @@ def patch_residual(student_fn: Callable) -> CheckResult:
         corrupted = tokens.clone()
         corrupted[:, 2] = (corrupted[:, 2] + 1) % 12
         clean = residual_stream(model, tokens)  # (layers + 1, batch, T, d_model)
-        replacement = clean[1, :, 3]  # after block 0, position 3
-        expected = patched_logits(model, corrupted, 1, 3, replacement)
         with torch.no_grad():
             unpatched = model(corrupted)
-        after_block_1 = patched_logits(model, corrupted, 2, 3, replacement)
-        everywhere = _patch_everywhere(model, corrupted, 1, replacement)
-        got = ex.call(student_fn, model, corrupted.clone(), 1, 3, replacement.clone())
-        ex.compare(
-            "the logits with the stream after block 0 patched at position 3",
-            got,
-            expected,
-            hint="register a forward hook on the module whose output is that depth's stream (depth 0: "
-                 "model.dropout; depth d: model.blocks[d - 1]), overwrite position `position` and return the output",
-            mistakes={
-                Hint(idea="nothing changed: the hook must return the modified output (or the patch never reaches the "
-                          "next block)",
+
+        def compare_case(depth: int, position: int) -> None:
+            replacement = clean[depth, :, position]  # (batch, d_model)
+            expected = patched_logits(model, corrupted, depth, position, replacement)
+            everywhere = _patch_everywhere(model, corrupted, depth, replacement)
+            got = ex.call(student_fn, model, corrupted.clone(), depth, position, replacement.clone())
+            where = "in the embeddings (depth 0)" if depth == 0 else f"after block {depth - 1}"
+            mistakes = {
+                Hint(idea="nothing changed: the hook must return the modified output (or the patch never reaches "
+                          "the next block)",
                      code="output = output.clone(); output[:, position] = replacement; return output",
                      id="output-not-returned"): unpatched,
-                Hint(idea="off by one in depth: depth 0 is the embeddings, so depth d is the output of block d − 1",
-                     code="modules = [model.dropout, *model.blocks]; modules[depth].register_forward_hook(...)",
-                     id="depth-off-by-one"): after_block_1,
                 Hint(idea="you replaced every position: patch only the one position asked for",
                      code="output[:, position] = replacement", id="every-position"): everywhere,
-            },
-            atol=1e-6,
-        )
-        ex.require("the model has no hook left afterwards",
-                   not any(module._forward_hooks for module in model.modules()),
-                   problem="a forward hook is still registered",
+            }
+            if depth == 0:
+                mistakes[Hint(idea="depth 0 is the embeddings, the output of model.dropout; model.blocks[depth - 1] "
+                                   "is model.blocks[-1] there, the last block",
+                              code="modules = [model.dropout, *model.blocks]; modules[depth]",
+                              id="depth-zero-is-last-block")] = patched_logits(
+                    model, corrupted, len(model.blocks), position, replacement)
+            else:
+                mistakes[Hint(idea="off by one in depth: depth 0 is the embeddings, so depth d is the output of "
+                                   "block d − 1",
+                              code="modules = [model.dropout, *model.blocks]; modules[depth]",
+                              id="depth-off-by-one")] = patched_logits(
+                    model, corrupted, depth + 1, position, replacement)
+            ex.compare(
+                f"the logits with the stream {where} patched at position {position}",
+                got,
+                expected,
+                hint="register a forward hook on the module whose output is that depth's stream (depth 0: "
+                     "model.dropout; depth d: model.blocks[d - 1]), overwrite position `position` and return the "
+                     "output",
+                mistakes=mistakes,
+                atol=1e-6,
+            )
+            ex.compare(f"the prediction at position 0 did not change (it cannot see position {position})",
+                       got[:, 0], unpatched[:, 0], hint="a patch at a position changes that position and later ones "
+                       "only", atol=1e-6)
+
+        compare_case(1, 3)
+        # The model must be as it was before the call: checked after the first call, before a second can mask it.
+        hooked = [name or "the model" for name, module in model.named_modules()
+                  if module._forward_hooks or module._forward_pre_hooks]
+        ex.require("the model has no hook left afterwards", not hooked,
+                   problem=f"a hook is still registered on {', '.join(hooked)}",
                    hint=Hint(idea="a hook you register stays on the model until it is removed",
                              code="keep the handle that register_forward_hook returns and call handle.remove() in a "
                                   "finally: block", id="hook-left-behind"))
-        ex.compare("the prediction at position 0 did not change (it cannot see position 3)", got[:, 0],
-                   unpatched[:, 0], hint="a patch at position 3 changes positions 3 and later only", atol=1e-6)
+        with torch.no_grad():
+            after = model(corrupted)
+        ex.require("the model computes what it computed before your call",
+                   torch.allclose(after, unpatched, rtol=0.0, atol=1e-9),
+                   problem="its logits on the same tokens changed",
+                   hint=Hint(idea="patch the run, not the model: change the activation inside a hook, never a weight",
+                             code="output = output.clone(); output[:, position] = replacement inside the hook",
+                             id="model-changed"))
+        compare_case(0, 2)  # depth 0 is the embeddings, not model.blocks[-1]
     return ex.result
 
 

@@ -10,20 +10,22 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..speculative import expected_tokens_per_call
+from ..speculative import expected_speedup, expected_tokens_per_call
 from .widget import LessonWidget, State
 
 
-def acceptance_plot(ks: Sequence[int], acceptance: Sequence[float], tokens_per_call: Sequence[float]) -> Figure:
-    """Two panels against k: the measured acceptance rate, and the measured tokens per target call beside what
-    independent acceptance at the measured rate predicts (``expected_tokens_per_call``)."""
+def acceptance_plot(ks: Sequence[int], acceptance: Sequence[float], share_kept: Sequence[float],
+                    tokens_per_call: Sequence[float], predicted: Sequence[float]) -> Figure:
+    """Two panels against k: the acceptance rate α (kept over examined proposals) beside the share of all proposals
+    kept; and the measured tokens per target call beside ``predicted``, what independent acceptance at each k's α
+    gives (``expected_tokens_per_call``)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
-    left.plot(ks, acceptance, "o-")
-    left.set(title="Share of proposed tokens the target kept", xlabel="k (tokens proposed per round)",
-             ylabel="acceptance rate", ylim=(0, 1.05))
-    predicted = [expected_tokens_per_call(a, k) for a, k in zip(acceptance, ks, strict=True)]
+    left.plot(ks, acceptance, "o-", label="α: kept / examined")
+    left.plot(ks, share_kept, "s--", label="kept / proposed (unexamined counted as rejected)")
+    left.set(title="Acceptance against k", xlabel="k (tokens proposed per round)", ylabel="rate", ylim=(0, 1.05))
+    left.legend(loc="lower left")
     right.plot(ks, tokens_per_call, "o-", label="measured")
-    right.plot(ks, predicted, "x--", label="1 + a + … + a^k (independent acceptance)")
+    right.plot(ks, predicted, "x--", label="1 + α + … + α^k (independent acceptance)")
     right.plot(ks, [k + 1 for k in ks], ":", color="grey", label="k + 1 (every proposal kept)")
     right.set(title="New tokens per target call", xlabel="k (tokens proposed per round)", ylabel="tokens per call")
     right.legend()
@@ -45,26 +47,30 @@ def weight_ranges_plot(weight: np.ndarray, name: str) -> Figure:
     return fig
 
 
-def speculative_widget(acceptance: float = 0.7, k: int = 4, draft_cost: float = 0.1) -> LessonWidget:
-    """Sliders for the acceptance rate a, k and the draft's cost per token relative to the target's call; reads out
+def speculative_widget(acceptance: float = 0.7, k: int = 4, draft_cost: float = 0.1,
+                       verify_costs: Sequence[float] | None = None) -> LessonWidget:
+    """Sliders for the acceptance rate α, k and the draft's cost per call relative to the target's (c); reads out
     the expected tokens per target call and the speed-up over plain decoding, and plots both against k.
 
     ``.controls``: ``"acceptance"``, ``"k"``, ``"draft_cost"``; ``.state``: those, ``"tokens_per_call"``,
-    ``"speedup"``, ``"best_k"`` (the k of the largest speed-up, 1 … 16) and the curves over k.
-    Speed-up = tokens per call / (1 + k · draft cost), counting a target call over k + 1 tokens as one plain step.
+    ``"speedup"``, ``"best_k"`` (the k of the largest speed-up) and the curves over k.
+    Speed-up = tokens per call / (k · c + v) (``expected_speedup``), with v a target pass over k + 1 tokens relative
+    to a pass over one: ``verify_costs`` gives the measured v for k = 1, 2, …, and k ranges over those; without it,
+    v = 1 (Leviathan et al.'s assumption) and k runs from 1 to 16.
     """
+    costs = np.array(verify_costs if verify_costs is not None else [1.0] * 16, dtype=float)  # v for k = 1 … len
     controls = {
-        "acceptance": widgets.FloatSlider(value=acceptance, min=0.0, max=0.99, step=0.01, description="acceptance a"),
-        "k": widgets.IntSlider(value=k, min=1, max=16, description="k"),
+        "acceptance": widgets.FloatSlider(value=acceptance, min=0.0, max=0.99, step=0.01, description="acceptance α"),
+        "k": widgets.IntSlider(value=k, min=1, max=len(costs), description="k"),
         "draft_cost": widgets.FloatSlider(value=draft_cost, min=0.0, max=1.0, step=0.01,
-                                          description="draft cost / target call"),
+                                          description="draft cost c"),
     }
 
     def compute(values: dict[str, Any]) -> State:
         a, cost = values["acceptance"], values["draft_cost"]
-        ks = np.arange(1, 17)
+        ks = np.arange(1, len(costs) + 1)
         per_call = np.array([expected_tokens_per_call(a, int(kk)) for kk in ks])
-        speedups = per_call / (1 + ks * cost)
+        speedups = np.array([expected_speedup(a, int(kk), cost, v) for kk, v in zip(ks, costs, strict=True)])
         chosen = values["k"] - 1
         return {**values, "ks": ks, "per_call": per_call, "speedups": speedups,
                 "tokens_per_call": float(per_call[chosen]), "speedup": float(speedups[chosen]),

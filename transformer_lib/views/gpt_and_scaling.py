@@ -1,5 +1,6 @@
 """Lesson 11 views: training and held-out loss beside the baselines, log-log plots with a fitted power law (and a
-reference slope to compare with), and a widget for the memory of attention's score-sized matrices."""
+reference slope to compare with, and error bars over seeds), held-out loss against the characters trained on, and a
+widget for the memory of attention's score-sized matrices."""
 
 from __future__ import annotations
 
@@ -35,18 +36,24 @@ def loss_curves(history: LMHistory, baselines: dict[str, float], title: str, ax:
 
 def loglog_with_fit(
     x: Sequence[float], y: Sequence[float], title: str, xlabel: str, ylabel: str, ax: Axes | None = None,
-    reference: tuple[float, str] | None = None, digits: int = 2,
+    reference: tuple[float, str] | None = None, digits: int = 2, yerr: Sequence[float] | None = None,
 ) -> tuple[Axes, float]:
     """Measurements as dots on log-log axes plus the fitted line ``c · x**slope``; returns ``(ax, slope)``.
 
     ``reference``: ``(slope, label)`` of a second line drawn through the fit's middle, to compare steepness only.
-    ``digits``: decimals of the slope in the legend.
+    ``digits``: decimals of the slope in the legend. ``yerr``: error bars (e.g. the standard deviation over seeds
+    of the means in ``y``).
     """
     slope, scale = fit_power_law(x, y)
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 3.8))
     grid = np.geomspace(min(x), max(x), 50)
-    ax.loglog(x, y, "o", label="measured")
+    if yerr is None:
+        ax.loglog(x, y, "o", label="measured")
+    else:
+        ax.errorbar(x, y, yerr=yerr, fmt="o", capsize=3, label="measured: mean ± sd over seeds")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.loglog(grid, scale * grid**slope, "--", label=f"fit: slope {slope:.{digits}f}")
     if reference is not None:
         middle = np.sqrt(min(x) * max(x))  # the geometric middle of the x range
@@ -57,6 +64,22 @@ def loglog_with_fit(
     ax.set_ylabel(ylabel)
     ax.legend()
     return ax, slope
+
+
+def token_sweep(
+    characters: Sequence[float], losses: dict[str, Sequence[float]], title: str, ax: Axes | None = None
+) -> Axes:
+    """Held-out loss against the characters trained on, one line per model (``losses``: label -> one loss per entry
+    of ``characters``), on log-log axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.8))
+    for label, values in losses.items():
+        ax.loglog(characters, values, "o-", markersize=3, label=label)
+    ax.set_title(title)
+    ax.set_xlabel("characters trained on, D")
+    ax.set_ylabel("held-out loss (nats per character)")
+    ax.legend(fontsize="small")
+    return ax
 
 
 def attention_memory_widget(

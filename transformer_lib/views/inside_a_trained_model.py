@@ -1,5 +1,5 @@
-"""Lesson 13 views: the loss of each half during training, every head's attention pattern, a table of scores, the
-logit lens's ranks by depth, and a widget to find the induction head by hand."""
+"""Lesson 13 views: the loss of each half and the heads' scores during training, every head's attention pattern, a
+table of scores, the logit lens's ranks by depth, and a widget to find the induction head by hand."""
 
 from __future__ import annotations
 
@@ -19,21 +19,54 @@ from .plots import heatmap
 from .widget import LessonWidget, State
 
 
-def half_loss_curves(history: InductionHistory, uniform: float, window: int = 25, ax: plt.Axes | None = None):
-    """Each half's loss at every training step (a moving mean over ``window`` steps), with ln V dotted."""
+def _smooth(losses: Sequence[float], window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, moving means): the mean of the ``window`` losses up to each step (steps counted from 1)."""
+    smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
+    return np.arange(window, len(losses) + 1), smooth
+
+
+def half_loss_curves(history: InductionHistory, uniform: float, control: InductionHistory | None = None,
+                     window: int = 25, ax: plt.Axes | None = None) -> plt.Axes:
+    """Each half's loss at every training step (a moving mean over ``window`` steps), ln V dotted, and the repeated
+    half of a ``control`` run (the one-layer model) where given."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.8))
-    kernel = np.ones(window) / window
     for losses, label in ((history.first_half, "first half (random tokens)"),
                           (history.repeated_half, "repeated half")):
-        smooth = np.convolve(losses, kernel, mode="valid")
-        ax.plot(np.arange(window, len(losses) + 1), smooth, label=label)
+        ax.plot(*_smooth(losses, window), label=label)
+    if control is not None:
+        ax.plot(*_smooth(control.repeated_half, window), color="tab:red", label="repeated half, one-layer model")
     ax.axhline(uniform, linestyle=":", color="tab:gray", label=f"uniform guess, ln V = {uniform:.2f}")
     ax.set_title(f"Loss on each half during training (mean of the last {window} steps)")
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.legend(fontsize="small")
     return ax
+
+
+def phase_change_curves(history: InductionHistory, chance_induction: float, chance_previous: float,
+                        window: int = 25) -> Figure:
+    """Two panels over the same training steps. Top: the repeated half's loss (a moving mean over ``window``
+    steps). Bottom: the last layer's highest induction score and layer 0's highest previous-token score, measured
+    every few steps, with their chance levels dotted."""
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 5.6), sharex=True)
+    top.plot(*_smooth(history.repeated_half, window), color="tab:orange", label="repeated half")
+    top.set_title(f"The repeated half's loss (mean of the last {window} steps)")
+    top.set_ylabel("nats per token")
+    top.legend(fontsize="small")
+    for scores, chance, colour, label in (
+        (history.last_layer_induction, chance_induction, "tab:purple", "top induction score, last layer"),
+        (history.layer_0_previous, chance_previous, "tab:green", "top previous-token score, layer 0"),
+    ):
+        bottom.plot(history.score_steps, scores, "o-", markersize=3, color=colour, label=label)
+        bottom.axhline(chance, linestyle=":", color=colour, label=f"its chance level (uniform attention), {chance:.2f}")
+    bottom.set_ylim(0, 1)
+    bottom.set_title("The heads' top scores on a fixed batch of repeated sequences")
+    bottom.set_xlabel("training step")
+    bottom.set_ylabel("score")
+    bottom.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
 
 
 def all_head_patterns(weights: torch.Tensor, labels: Sequence[str], title: str) -> Figure:

@@ -1,5 +1,6 @@
-"""Lesson 00 widget: the road map as data. A slider walks a sentence through the steps the course builds, from
-words to next-token probabilities, showing the tensor at each step, its shape and the lessons that build it."""
+"""Lesson 00 widget: the road map as data. A slider walks a sentence the learner types through the steps the course
+builds, from words to next-token probabilities, showing the tensor at each step, its shape and the lessons that
+build it."""
 
 from __future__ import annotations
 
@@ -38,44 +39,58 @@ PIPELINE_STEPS = (
 
 
 def pipeline_widget(sentence: str = PIPELINE_SENTENCE, d_model: int = 8, step: int = 0, seed: int = 0) -> LessonWidget:
-    """A ``step`` slider over the stages of a decoder-only Transformer applied to ``sentence``.
+    """A ``step`` slider over the stages of a decoder-only Transformer applied to a sentence the learner types.
 
-    The model is untrained: its weights are drawn at random from ``seed``, so the numbers show shapes and flow,
-    not knowledge (lesson 09 trains a model). Words of ``sentence`` must be in :data:`PIPELINE_VOCABULARY`.
-    ``.controls``: ``"step"``; ``.state``: ``"step"``, ``"name"``, ``"lessons"``, ``"what"``, ``"tokens"`` (T
-    words), ``"ids"`` (T,), ``"shape"`` of the step's tensor and ``"tensor"`` itself, updated on every change.
+    The model is untrained: its weights are drawn at random from ``seed`` once, so the numbers show shapes and flow,
+    not knowledge (lesson 09 trains a model); typing another sentence runs the same model on it. Words must be in
+    :data:`PIPELINE_VOCABULARY`: the starting ``sentence`` raises a ValueError otherwise, and words typed later
+    that are not are left out (the read-out names them). ``.controls``: ``"sentence"``, ``"step"``; ``.state``:
+    ``"step"``, ``"name"``, ``"lessons"``, ``"what"``, ``"tokens"`` (T words), ``"skipped"`` (words left out),
+    ``"ids"`` (T,), ``"shape"`` of the step's tensor and ``"tensor"`` itself, updated on every change.
     """
-    tokens = sentence.split()
-    unknown = [token for token in tokens if token not in PIPELINE_VOCABULARY]
-    if unknown or not tokens:
+    unknown = [token for token in sentence.split() if token not in PIPELINE_VOCABULARY]
+    if unknown or not sentence.split():
         raise ValueError(f"the sentence {sentence!r} has words outside the vocabulary {list(PIPELINE_VOCABULARY)}: "
                          f"{unknown}; use only those words.")
-    vocab_size, T = len(PIPELINE_VOCABULARY), len(tokens)
+    vocab_size = len(PIPELINE_VOCABULARY)
     generator = torch.Generator().manual_seed(seed)
     draw_random = lambda *shape: torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
     embedding = nn.Embedding.from_pretrained(draw_random(vocab_size, d_model))  # row id = that token's vector
     w_q, w_k, w_v = (draw_random(d_model, d_model) / math.sqrt(d_model) for _ in range(3))  # (d_model, d_model)
     w_out = draw_random(d_model, vocab_size) / math.sqrt(d_model)  # (d_model, vocab_size)
 
-    ids = torch.tensor([PIPELINE_VOCABULARY.index(token) for token in tokens])  # (T,)
-    vectors = embedding(ids)  # (T, d_model)
-    x = vectors + sinusoidal_encoding(T, d_model).to(torch.float64)  # (T, d_model)
-    output, weights = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, mask=causal_mask(T))  # (T, d), (T, T)
-    probabilities = softmax(output[-1] @ w_out)  # (vocab_size,) for the token after the last one
-    tensors = (tokens, ids, vectors, x, weights, output, probabilities)
+    def run(tokens: list[str]) -> tuple:
+        """The tensor of every step for ``tokens`` (T words), through the one random model."""
+        T = len(tokens)
+        ids = torch.tensor([PIPELINE_VOCABULARY.index(token) for token in tokens])  # (T,)
+        vectors = embedding(ids)  # (T, d_model)
+        x = vectors + sinusoidal_encoding(T, d_model).to(torch.float64)  # (T, d_model)
+        output, weights = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, mask=causal_mask(T))  # (T, d), (T, T)
+        probabilities = softmax(output[-1] @ w_out)  # (vocab_size,) for the token after the last one
+        return tokens, ids, vectors, x, weights, output, probabilities
 
-    controls = {"step": widgets.IntSlider(value=step, min=0, max=len(PIPELINE_STEPS) - 1, description="step")}
+    controls = {
+        "sentence": widgets.Text(value=sentence, description="sentence", continuous_update=False),
+        "step": widgets.IntSlider(value=step, min=0, max=len(PIPELINE_STEPS) - 1, description="step"),
+    }
 
     def compute(values: dict[str, Any]) -> State:
+        typed = values["sentence"].split()
+        tokens = [token for token in typed if token in PIPELINE_VOCABULARY] or ["the"]
+        skipped = [token for token in typed if token not in PIPELINE_VOCABULARY]
+        tensors = run(tokens)
         name, lessons, what = PIPELINE_STEPS[values["step"]]
         tensor = tensors[values["step"]]
-        shape = f"{T} tokens" if isinstance(tensor, list) else str(tuple(tensor.shape))
+        shape = f"{len(tokens)} tokens" if isinstance(tensor, list) else str(tuple(tensor.shape))
+        note = f" · not in the vocabulary, left out: {' '.join(skipped)}" if skipped else ""
         return {"step": values["step"], "name": name, "lessons": lessons, "what": what, "tokens": tokens,
-                "ids": ids, "tensor": tensor, "shape": shape, "last_step": len(PIPELINE_STEPS) - 1}
+                "skipped": skipped, "note": note, "ids": tensors[1], "tensor": tensor, "shape": shape,
+                "last_step": len(PIPELINE_STEPS) - 1}
 
     def draw(state: State, figure: Figure) -> None:
         ax = figure.subplots()
         step, tensor, title = state["step"], state["tensor"], f"step {state['step']}: {state['name']}"
+        tokens, ids, T = state["tokens"], state["ids"], len(state["tokens"])
         dims = [str(j) for j in range(d_model)]
         if step in (0, 1):  # the tokens as boxes; then their ids under them, and the whole vocabulary
             ax.set_axis_off()
@@ -98,5 +113,5 @@ def pipeline_widget(sentence: str = PIPELINE_SENTENCE, d_model: int = 8, step: i
             bar_chart(tensor, list(PIPELINE_VOCABULARY), f"{title} after '{tokens[-1]}' (untrained)",
                       "next token", "probability", ax=ax, ylim=(0.0, 1.0))
 
-    readout = ("step {step} of {last_step} · <b>{name}</b>, shape <b>{shape}</b> · {lessons}: {what}")
+    readout = ("step {step} of {last_step} · <b>{name}</b>, shape <b>{shape}</b> · {lessons}: {what}{note}")
     return LessonWidget(controls, compute, readout, draw, figsize=(6.5, 3.4))

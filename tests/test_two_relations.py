@@ -1,0 +1,51 @@
+"""Lesson 06's experiment: a task of two relations at once (the previous position's value, and the value under the
+key a query names), which two heads of width d_model/2 learn and one head of width d_model does not."""
+
+import pytest
+import torch
+
+from transformer_lib.two_relations import (
+    TwoRelationsHistory,
+    TwoRelationsTask,
+    train_two_relations,
+    two_relations_batch,
+)
+
+
+def test_a_batch_asks_for_the_previous_value_and_the_value_under_the_named_key():
+    task = TwoRelationsTask(length=6, num_keys=9, num_values=5)
+    batch = two_relations_batch(task, 200, torch.Generator().manual_seed(0))
+    assert all(len(set(row)) == task.length for row in batch.keys.tolist())  # every key once per sequence
+    assert torch.equal(batch.previous[:, 1:], batch.values[:, :-1]) and torch.all(batch.previous[:, 0] == -1)
+    named = (batch.queries[:, :, None] == batch.keys[:, None, :]).int().argmax(-1)  # (batch, T): the key's position
+    assert torch.equal(batch.values.gather(1, named), batch.match)
+    positions = torch.arange(task.length)
+    assert not torch.any(named == positions) and not torch.any(named == (positions - 1) % task.length)
+    assert len(set(named.flatten().tolist())) == task.length  # every position is named somewhere
+
+
+@pytest.mark.parametrize("sizes", [dict(length=2), dict(length=8, num_keys=7), dict(num_values=1)])
+def test_sizes_that_leave_no_task_are_clear_errors(sizes):
+    with pytest.raises(ValueError, match="TwoRelationsTask"):
+        TwoRelationsTask(**sizes)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_heads_learn_both_relations_where_one_head_of_twice_the_width_cannot(seed):
+    one_model, one = train_two_relations(num_heads=1, seed=seed)
+    two_model, two = train_two_relations(num_heads=2, seed=seed)
+    assert sum(p.numel() for p in one_model.parameters()) == sum(p.numel() for p in two_model.parameters())
+    assert two.both[-1] >= 0.95  # the bounds lesson 06 asserts
+    assert one.both[-1] <= 0.3 and one.previous[-1] >= 0.9
+
+
+def test_the_plot_draws_one_line_per_run_with_labels():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from transformer_lib.views.multi_head_attention import plot_two_relations
+
+    history = TwoRelationsHistory(steps=[50, 100], both=[0.2, 0.6])
+    ax = plot_two_relations({"one head": [history, history], "two heads": [history]}, "runs")
+    assert len(ax.lines) == 3 and ax.get_title() == "runs" and ax.get_ylabel()
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["one head", "two heads"]
