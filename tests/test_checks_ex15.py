@@ -1,5 +1,6 @@
 """The lesson 15 checks accept the solutions, spot stubs, and name typical mistakes."""
 
+import copy
 import math
 
 import torch
@@ -27,6 +28,8 @@ def mask(pairs, pad_id, bug=None):
 class LoRA(nn.Module):
     def __init__(self, base, rank, alpha, bug=None):
         super().__init__()
+        if bug == "frozen copy":  # correct too: the module's own base is frozen, the caller's layer untouched
+            base = copy.deepcopy(base)
         self.base = base if bug == "trainable" else base.requires_grad_(False)
         self.scale = {"no scale": 1.0, "inverted": rank / alpha}.get(bug, alpha / rank)
         self.lora_A = nn.Parameter(torch.zeros(rank, base.in_features, dtype=base.weight.dtype))
@@ -56,14 +59,16 @@ def merge(layer, bug=None):
     update = (layer.lora_B @ layer.lora_A).detach()
     update = {"no scale": update, "transposed": layer.scale * update.T, "twice": 2 * layer.scale * update}.get(
         bug, layer.scale * update)
-    merged = nn.Linear(base.in_features, base.out_features, bias=bug != "no bias", dtype=base.weight.dtype)
+    has_bias = base.bias is not None or bug == "bias added"
+    merged = nn.Linear(base.in_features, base.out_features, bias=bug != "no bias" and has_bias,
+                       dtype=base.weight.dtype)
     with torch.no_grad():
         if bug == "in place":
             base.weight += update
             merged.weight.copy_(base.weight)
         else:
             merged.weight.copy_(base.weight + update)
-        if bug != "no bias":
+        if bug != "no bias" and base.bias is not None:
             merged.bias.copy_(base.bias)
     return merged
 
@@ -73,7 +78,7 @@ def merging(bug):
 
 
 def test_stubs_are_not_attempted(capsys):
-    checks = (check.response_mask, check.lora_layer, check.merge_lora_layer)
+    checks = (check.response_mask, check.lora_parameter_count, check.lora_layer, check.merge_lora_layer)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
@@ -92,8 +97,21 @@ def test_response_mask_accepts_the_solution_and_names_each_mistake():
                          "returns two tensors (inputs, labels)")
 
 
+def count(n_in, n_out, rank, bug=None):
+    return {"base": n_in * n_out + n_out + rank * (n_in + n_out), "one": rank * n_in, "product": n_in * n_out,
+            "bias": rank * (n_in + n_out) + rank + n_out}.get(bug, rank * (n_in + n_out))
+
+
+def test_lora_parameter_count_accepts_the_solution_and_names_each_mistake():
+    assert check.lora_parameter_count(count).ok
+    for bug, mistake in (("base", "count-includes-base"), ("one", "count-one-matrix"), ("product", "count-product"),
+                         ("bias", "count-with-bias")):
+        assert_diagnosed(check.lora_parameter_count(lambda i, o, r, bug=bug: count(i, o, r, bug)), mistake)
+
+
 def test_lora_layer_accepts_the_solution_and_names_each_mistake():
     assert check.lora_layer(LoRA).ok
+    assert check.lora_layer(lora_with("frozen copy")).ok  # freezing its own copy of the base is right too
     assert_diagnosed(check.lora_layer(lora_with("trainable")), "base-trainable")
     assert_diagnosed(check.lora_layer(lora_with("b random")), "b-random")
     assert_diagnosed(check.lora_layer(lora_with("a zero")), "a-zero")
@@ -111,3 +129,6 @@ def test_merge_accepts_the_solution_and_names_each_mistake():
     assert_diagnosed(check.merge_lora_layer(merging("no bias")), "bias-dropped")
     assert_diagnosed(check.merge_lora_layer(merging("in place")), "merged-in-place")
     assert_rejected_with(check.merge_lora_layer(merging("in place")), "in place")
+    assert_diagnosed(check.merge_lora_layer(merging("bias added")), "bias-none-added")
+    crashes = check.merge_lora_layer(lambda layer: merge(layer) if layer.base.bias is not None else layer.base.bias.t())
+    assert_rejected_with(crashes, "bias=None")

@@ -24,7 +24,7 @@ def _pairs() -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _labels_with(pairs: list[tuple[torch.Tensor, torch.Tensor]], masked: Callable[[int], int]) -> torch.Tensor:
-    """The labels with the first ``masked(P)`` positions of each row ignored (P = that row's prompt length)."""
+    """The labels with the first ``masked(T_p)`` positions of each row ignored (T_p = that row's prompt length)."""
     _, labels = sft_batch(pairs, PAD, prompt_in_loss=True)
     for row, (prompt, _) in enumerate(pairs):
         labels[row, : masked(len(prompt))] = IGNORE_INDEX
@@ -54,23 +54,52 @@ def response_mask(student_fn: Callable) -> CheckResult:
             "the labels: the next token where it is a response token, IGNORE_INDEX (-100) elsewhere", labels,
             expected_labels,
             hint=Hint(idea="label position t with token t + 1; a label is kept only where token t + 1 belongs to the "
-                           "response, so the prompt's last position (P - 1) keeps its label, the first response "
+                           "response, so the prompt's last position (T_p - 1) keeps its label, the first response "
                            "token", code="labels[row, : len(prompt) - 1] = -100"),
             mistakes={
                 Hint(idea="the prompt is in the loss: its labels must be -100 too, so the model is trained on the "
                           "answers only", id="prompt-in-loss"): sft_batch(pairs, PAD, prompt_in_loss=True)[1],
-                Hint(idea="off by one at the boundary: you masked the label at position P - 1 as well, which is the "
+                Hint(idea="off by one at the boundary: you masked the label at position T_p - 1 as well, which is the "
                           "FIRST response token; mask only the positions before it",
                      code="labels[row, : len(prompt) - 1] = -100", id="first-answer-token-masked"): (
                     _labels_with(pairs, lambda p: p)),
-                Hint(idea="off by one at the boundary: the label at position P - 2 is still a prompt token (the "
-                          "answer-start character); mask P - 1 positions", code="labels[row, : len(prompt) - 1] = -100",
-                     id="last-prompt-token-counted"): _labels_with(pairs, lambda p: p - 2),
+                Hint(idea="off by one at the boundary: the label at position T_p - 2 is still a prompt token (the "
+                          "answer-start character); mask T_p - 1 positions",
+                     code="labels[row, : len(prompt) - 1] = -100", id="last-prompt-token-counted"): (
+                    _labels_with(pairs, lambda p: p - 2)),
                 Hint(idea="padding is in the loss: label padded positions -100, not pad_id, or the model learns to "
                           "predict padding", id="padding-counted"): padding_counted,
                 Hint(idea="the labels are the inputs shifted by one: position t predicts token t + 1",
                      id="labels-not-shifted"): torch.where(expected_labels == IGNORE_INDEX, IGNORE_INDEX,
                                                            expected_inputs),
+            },
+        )
+    return ex.result
+
+
+COUNT_CASES = ((6, 6, 2), (64, 256, 2), (256, 64, 4), (4096, 4096, 8))  # (in, out, rank)
+
+
+def lora_parameter_count(student_fn: Callable) -> CheckResult:
+    """Check a function (in_features, out_features, rank) -> the number of numbers LoRA trains on such a layer."""
+    ex = Exercise("lora_parameter_count")
+    with ex.run():
+        got = [ex.call(student_fn, n_in, n_out, r) for n_in, n_out, r in COUNT_CASES]
+        expected = [sum(p.numel() for p in LoRALinear(nn.Linear(n_in, n_out, device="meta"), r, 1.0).parameters()
+                        if p.requires_grad) for n_in, n_out, r in COUNT_CASES]
+        ex.compare(
+            f"the trainable count for (in, out, rank) = {', '.join(map(str, COUNT_CASES))}",
+            torch.tensor([int(g) for g in got]), torch.tensor(expected),
+            hint=Hint(idea="only A (rank, in) and B (out, rank) train; count their numbers"),
+            mistakes={
+                Hint(idea="the base's weight and bias are frozen: they are not part of LoRA's count",
+                     id="count-includes-base"): torch.tensor([i * o + o + r * (i + o) for i, o, r in COUNT_CASES]),
+                Hint(idea="there are two matrices: A (rank, in) and B (out, rank)", id="count-one-matrix"): (
+                    torch.tensor([r * i for i, o, r in COUNT_CASES])),
+                Hint(idea="B A has the shape of W, but LoRA stores A and B, not their product",
+                     id="count-product"): torch.tensor([i * o for i, o, r in COUNT_CASES]),
+                Hint(idea="A and B have no bias of their own: they are plain matrices", id="count-with-bias"): (
+                    torch.tensor([r * (i + o) + r + o for i, o, r in COUNT_CASES])),
             },
         )
     return ex.result
@@ -114,8 +143,9 @@ def lora_layer(student_cls: Callable) -> CheckResult:
             hint="self.lora_A = nn.Parameter(...) of shape (rank, base.in_features), lora_B (base.out_features, rank)")
         if not shapes_ok:
             return ex.result
-        ex.require("the base layer's weight and bias are frozen",
-                   not any(p.requires_grad for p in base.parameters()),
+        others = [name for name, p in layer.named_parameters() if p.requires_grad and name not in ("lora_A", "lora_B")]
+        ex.require("the layer's parameters other than lora_A and lora_B (the base's weight and bias) are frozen",
+                   not others, problem=f"these still train: {', '.join(others)}",
                    hint=Hint(idea="the base weights must not train: only A and B do (and the optimiser then holds "
                                   "state for them alone)", code="base.requires_grad_(False)", id="base-trainable"))
         ex.require("lora_A and lora_B train", layer.lora_A.requires_grad and layer.lora_B.requires_grad,
@@ -154,9 +184,12 @@ def lora_layer(student_cls: Callable) -> CheckResult:
     return ex.result
 
 
-def _trained_lora_layer() -> LoRALinear:
-    """A LoRA layer on ``_square_layer`` whose B is no longer zero, as after training."""
-    layer = LoRALinear(_square_layer(), RANK, ALPHA)
+def _trained_lora_layer(bias: bool = True) -> LoRALinear:
+    """A LoRA layer on ``_square_layer`` (with its bias, or none) whose B is no longer zero, as after training."""
+    base = _square_layer()
+    if not bias:
+        base.bias = None
+    layer = LoRALinear(base, RANK, ALPHA)
     generator = torch.Generator().manual_seed(3)
     _set_adapters(layer, torch.randn(RANK, 6, dtype=torch.float64, generator=generator),
                   torch.randn(6, RANK, dtype=torch.float64, generator=generator))
@@ -202,4 +235,12 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
                            "it twice. Build the merged weight as a new tensor", code="weight = W + update  # not W += "
                            "update", id="merged-in-place"),
         )
+        no_bias = _trained_lora_layer(bias=False)
+        merged = ex.call(student_fn, no_bias, description="merge(a LoRA layer whose base has bias=None)")
+        ex.require("a base without bias gives a merged layer without bias, computing the same",
+                   isinstance(merged, nn.Linear) and merged.bias is None
+                   and torch.allclose(merged(x), no_bias(x), atol=1e-10, rtol=1e-10),
+                   hint=Hint(idea="nn.Linear(..., bias=False) when the base has none (base.bias is None); copy the "
+                                  "bias only when there is one", code="bias=layer.base.bias is not None",
+                             id="bias-none-added"))
     return ex.result

@@ -51,7 +51,8 @@ def fine_tuning_widget(models: Mapping[str, nn.Module], tokenizer: CharTokenizer
     probability it gave the right character).
 
     ``.controls``: ``"task"``, ``"argument"``; ``.state``: ``"prompt"``, ``"expected"`` (the answer and ``END``),
-    ``"answers"`` (name -> [(character, probability, probability of the right character), …]) and ``"correct"`` (name -> bool).
+    ``"answers"`` (name -> [(character, probability, probability of the right character), …]) and ``"correct"``
+    (name -> bool).
     """
     controls = {
         "task": widgets.Dropdown(options=list(TASKS), value=task, description="task"),
