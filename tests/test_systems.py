@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path, PurePosixPath
 
@@ -395,7 +396,7 @@ def test_the_unit_step_prints_each_skip_reason():
 
     from course_tools.testrun import step_commands
 
-    unit, _ = step_commands(argparse.Namespace(pytest_args=[]))["unit"]
+    unit, _ = step_commands(argparse.Namespace(pytest_args=[], notebook=None), Path(tempfile.gettempdir()))["unit"]
     assert "-rs" in unit
 
 

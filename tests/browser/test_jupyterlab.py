@@ -185,22 +185,33 @@ def error_outputs(notebook: dict) -> list[str]:
 
 
 def move_first_slider(page, widget) -> bool:
-    """Press an arrow key on the widget's first slider handle; True once what the widget displays has changed."""
+    """Press an arrow key on the widget's first slider handle (or, for a widget without a slider, pick its first
+    menu's next option); True once what the widget displays has changed."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout  # imported once the browser fixture found it
 
+    def changed(before) -> bool:
+        try:
+            page.wait_for_function(f"([widget, before]) => ({DISPLAYED_JS})(widget) !== before",
+                                   arg=[widget.element_handle(), before], timeout=10_000, polling=100)
+        except PlaywrightTimeout:
+            return False
+        wait_until_settled(page)
+        return True
+
+    if widget.locator(SLIDER_HANDLE).count() == 0:  # a menu instead (a Dropdown draws a <select>)
+        menu = widget.locator("select").first
+        menu.scroll_into_view_if_needed()
+        before = widget.evaluate(DISPLAYED_JS)
+        menu.select_option(index=menu.evaluate("menu => (menu.selectedIndex + 1) % menu.options.length"))
+        return changed(before)
     handle = widget.locator(SLIDER_HANDLE).first
     handle.scroll_into_view_if_needed()
     for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):  # a slider already at its maximum moves left
         before = widget.evaluate(DISPLAYED_JS)
         handle.focus()
         handle.press(key)
-        try:
-            page.wait_for_function(f"([widget, before]) => ({DISPLAYED_JS})(widget) !== before",
-                                   arg=[widget.element_handle(), before], timeout=10_000, polling=100)
-            wait_until_settled(page)
+        if changed(before):
             return True
-        except PlaywrightTimeout:  # not this direction: try the other
-            continue
     return False
 
 
@@ -230,7 +241,8 @@ def drawn_widgets(page, notebook: dict, name: str):
     reprs = [text for text in page.locator(".jp-OutputArea-output[data-mime-type='text/plain']").all_inner_texts()
              if WIDGET_REPR.match(text)]
     assert reprs == [], f"{name}: widgets shown as text, not rendered"
-    return widgets.filter(has=page.locator(SLIDER_HANDLE))  # progress bars are widgets too; ours have sliders
+    # Progress bars are widgets too; ours have sliders or a menu.
+    return widgets.filter(has=page.locator(f"{SLIDER_HANDLE}, select"))
 
 
 def test_lesson_00_runs_from_the_menu_and_its_widget_responds(browser, lab_server, page):
@@ -246,7 +258,7 @@ def test_every_widget_renders_and_responds(browser, lab_server, page):
     write_notebook(gallery_notebook(), lab_server.root_dir / f"{GALLERY_NAME}.ipynb")
     notebook = open_and_run_all(page, lab_server, f"{GALLERY_NAME}.ipynb")
     with_sliders = drawn_widgets(page, notebook, GALLERY_NAME)
-    assert with_sliders.count() == len(GALLERY), f"{len(GALLERY)} widgets built, {with_sliders.count()} with sliders"
+    assert with_sliders.count() == len(GALLERY), f"{len(GALLERY)} widgets built, {with_sliders.count()} with controls"
     moved = {name: move_first_slider(page, with_sliders.nth(index)) for index, name in enumerate(GALLERY)}
     assert all(moved.values()), f"moving a slider did not change what these widgets display: {moved}"
     for index, name in enumerate(GALLERY):
