@@ -1,5 +1,5 @@
-"""The test command's own machinery: where the time went is printed after the summary, and the unit step runs beside
-the notebook step with its output shown in one piece after the notebooks'."""
+"""The test command's own machinery: where the time went is printed after the summary, and with --beside the unit step
+runs beside the notebook step with its output shown in one piece after the notebooks'."""
 
 from __future__ import annotations
 
@@ -68,20 +68,20 @@ def quiet_helpers(monkeypatch):
     monkeypatch.setattr(testrun, "prepare_site_environment", lambda: None)
 
 
-@pytest.mark.parametrize("in_turn", [False, True])
+@pytest.mark.parametrize("beside", [True, False])
 def test_steps_beside_or_in_turn_print_in_order_and_report_every_step(quiet_helpers, monkeypatch, tmp_path, capfd,
-                                                                      in_turn):
+                                                                      beside):
     marker = tmp_path / "unit-ran"
     notebook_code = ("import time, pathlib\ntime.sleep(1.5)\n"
                      f"print('unit had started:', pathlib.Path({str(marker)!r}).exists(), flush=True)")
     unit_code = f"import pathlib; pathlib.Path({str(marker)!r}).touch(); print('unit output', flush=True)"
     monkeypatch.setattr(testrun, "step_commands", lambda args, scratch: fake_steps(scratch, notebook_code, unit_code))
-    args = argparse.Namespace(only=None, steps_in_turn=in_turn, device="cpu")
+    args = argparse.Namespace(only=None, beside=beside, device="cpu")
     assert testrun.run_steps(args, tmp_path) == 0
     out = capfd.readouterr().out
-    assert f"unit had started: {not in_turn}" in out  # beside: the unit step ran during the notebook step
+    assert f"unit had started: {beside}" in out  # beside: the unit step ran during the notebook step
     assert out.index("unit had started") < out.index("unit output") < out.index("[course] summary")
-    assert ("started beside the notebook step" in out) is not in_turn
+    assert ("started beside the notebook step" in out) is beside
     for step in ("lint", "notebooks", "unit"):
         assert f"passed  {step}" in out
     summary = out[out.index("[course] summary"):]
@@ -91,7 +91,7 @@ def test_steps_beside_or_in_turn_print_in_order_and_report_every_step(quiet_help
 def test_a_failing_unit_step_beside_the_notebooks_fails_the_run(quiet_helpers, monkeypatch, tmp_path, capfd):
     monkeypatch.setattr(testrun, "step_commands",
                         lambda args, scratch: fake_steps(scratch, "print('fine')", "raise SystemExit(3)"))
-    args = argparse.Namespace(only=None, steps_in_turn=False, device="cpu")
+    args = argparse.Namespace(only=None, beside=True, device="cpu")
     assert testrun.run_steps(args, tmp_path) == 1
     assert "FAILED  unit" in capfd.readouterr().out
 
