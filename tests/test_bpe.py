@@ -1,7 +1,6 @@
 """Byte-level BPE: training, encoding and decoding, proven against Hugging Face ``tokenizers`` given the same
 vocabulary and merges, and a lossless round trip on random Unicode text."""
 
-import pydoc_data.topics
 import random
 from collections import Counter
 
@@ -18,8 +17,9 @@ from transformer_lib.bpe import (
     pretokenize,
     train_bpe,
 )
+from transformer_lib.data import python_docs
 
-DOCS = "".join(pydoc_data.topics.topics.values())  # Python's own documentation, shipped with CPython
+DOCS = python_docs()  # Python's own documentation, the course's stored copy
 TEXTS = [
     "",
     "Hello, world!",

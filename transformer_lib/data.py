@@ -11,7 +11,7 @@ So a model must learn which source word goes where (alignment), not just a word-
 validation and test sentences have at most one adjective per noun phrase; sentences with a two-adjective phrase are
 kept apart as the ``unseen`` split, to show what a model trained on the others does not learn.
 
-The last section holds the character-level text of lesson 11's GPT: two corpora that ship with Python, a character
+The last section holds the character-level text of lesson 11's GPT: two texts from Python itself, a character
 tokenizer, a held-out split, and random training windows.
 
 Shape legend: batch = number of sentences (or windows), T = padded length in tokens (or ``block_size``), N = number
@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import gzip
 import importlib
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -258,7 +260,7 @@ def make_translation_task(
     )
 
 
-# --- Character-level text for the GPT (lesson 11): corpora that ship with Python, a character tokenizer, a held-out
+# --- Character-level text for the GPT (lesson 11): two texts from Python itself, a character tokenizer, a held-out
 # split, and random training windows
 
 
@@ -269,23 +271,20 @@ def zen_of_python() -> str:
     return codecs.decode(this.s, "rot13")
 
 
-def python_docs() -> str:
-    """Python's own documentation of its statements, operators and special methods, about 465 000 characters in
-    CPython 3.11 (the help topics of ``pydoc_data.topics``, joined in their stored order).
+CORPORA = Path(__file__).parent / "corpora"  # texts stored with the course
 
-    ``pydoc_data`` is part of CPython's standard library, so nothing is downloaded; a few trimmed-down Pythons
-    (some Linux distributions' minimal packages, embedded builds) leave it out, and then this raises an ImportError
-    that says what to install. The text differs a little between Python versions.
+
+def python_docs() -> str:
+    """Python's own documentation of its statements, operators and special methods: 464 970 characters.
+
+    The help topics that ``help("for")`` prints (``pydoc_data.topics``, joined in their stored order), as CPython 3.11
+    ships them, stored with the course (``corpora/python_docs.txt.gz``; the Python Software Foundation's text under
+    its license, see ``corpora/NOTICE``). The snapshot, not the running Python's copy: the topics change between
+    Python versions (3.12's have other characters), and a text that changed would change the vocabulary, every trained
+    model and the lessons' stored outputs.
     """
-    try:
-        topics = importlib.import_module("pydoc_data.topics")
-    except ImportError as error:
-        raise ImportError(
-            "this Python has no pydoc_data module (its standard library was trimmed): install the full standard "
-            "library (on Debian/Ubuntu: apt install libpython3-stdlib, or use the python.org or conda builds), or "
-            "train on zen_of_python() instead"
-        ) from error
-    return "".join(topics.topics.values())
+    with gzip.open(CORPORA / "python_docs.txt.gz", "rt", encoding="utf-8", newline="") as stored:
+        return stored.read()
 
 
 class CharTokenizer:
