@@ -271,7 +271,7 @@ def test_the_best_step_is_where_the_held_out_loss_is_lowest():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_them(seed):
     """Lesson 09's comparison at matched schedules: both runs take the same 150 steps, seed, weights and batches;
-    the model with positions also scores higher on exact match, BLEU and chrF over the test set."""
+    the model with positions also scores higher over the test set, by the margins lesson 09 asserts."""
     config, cpu = TrainingConfig(steps=150, warmup_steps=40, seed=seed), torch.device("cpu")
     with_run = train_translation_model(config, cpu, progress=False)
     with_positions = with_run.history
@@ -285,7 +285,8 @@ def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_th
         predictions = translate(model, task, [s for s, _ in task.test])
         exact = sum(p == t for p, t in zip(predictions, references, strict=True)) / len(references)
         scores.append((exact, bleu(predictions, references), chrf(predictions, references)))
-    assert all(w > wo for w, wo in zip(*scores, strict=True))
+    margins = (0.30, 20, 10)  # exact match (a fraction), BLEU, chrF: measured gaps 0.61-0.64, 43-45, 19-20
+    assert all(w >= wo + m for w, wo, m in zip(*scores, margins, strict=True))
 
 
 def test_the_unigram_baseline_lies_between_a_perfect_model_and_a_uniform_guess():
