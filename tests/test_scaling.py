@@ -103,7 +103,7 @@ def test_bootstrap_exponent_covers_the_true_exponent_in_most_synthetic_experimen
     rng = np.random.default_rng(1)
     covered = 0
     for experiment in range(1000):
-        table = 1.0 + 3.0 * n[:, None] ** -0.3 + rng.normal(0.0, 0.02, (4, 3))
+        table = 1.0 + 3.0 * n[:, None] ** -0.3 + rng.normal(0.0, 0.03, (4, 3))
         _, low, high = bootstrap_exponent(n, table, irreducible=1.0, resamples=400, seed=experiment)
         covered += low <= 0.3 <= high
     assert 0.65 < covered / 1000 < 0.85
@@ -161,12 +161,31 @@ def test_a_width_ladder_changes_the_width_only_and_records_every_run(docs):
     assert ladder.seconds > 0
 
 
+def test_lesson_11_ladder_bounds_hold_on_seeds_the_lesson_does_not_use(docs):
+    """Lesson 11 trains widths 8, 16, 32 and 64 for 125 steps with seeds 0, 1 and 2 and asserts: every seed's widest
+    model at least 0.25 below its narrowest, the mean falling at every doubling, a bootstrap interval for α_N above 0,
+    every mean curve still falling over the last 50 steps, and each smaller model after 125 steps (the last measured
+    step within the larger model's compute) below the next larger after 50, by 0.04 on the mean. Seeds 3, 4 and 5
+    agree."""
+    train, valid, vocab = docs
+    widths = [8, 16, 32, 64]
+    ladder = train_width_ladder(train, valid, vocab, widths, [3, 4, 5], steps=125, lr=1e-2)
+    final = ladder.losses()  # (widths, seeds)
+    assert np.all(final[-1] < final[0] - 0.25)
+    assert np.all(np.diff(final.mean(axis=1)) < 0)
+    assert bootstrap_exponent(ladder.params, final)[1] > 0
+    assert np.all(ladder.losses(125).mean(axis=1) < ladder.losses(75).mean(axis=1) - 0.03)
+    smaller, larger = ladder.losses(125)[:-1].mean(axis=1), ladder.losses(50)[1:].mean(axis=1)  # (widths - 1,) each
+    assert np.all(smaller < larger - 0.04)
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lesson_11_learning_rate_check_holds_on_other_seeds(docs, seed):
-    """Lesson 11 asserts, on seed 0, that 1e-2 is the best of 3e-3, 1e-2 and 3e-2 for width 64 after 200 steps, and
+    """Lesson 11 asserts, on seed 0, that 1e-2 is the best of 3e-3, 1e-2 and 3e-2 for width 64 after 125 steps, and
     better than 3e-3 by 0.2 for width 8; seeds 1 and 2 (with seed 0 in the lesson: three seeds) agree."""
     train, valid, vocab = docs
-    loss = {rate: train_width_ladder(train, valid, vocab, [8, 64], [seed], steps=200, lr=rate).losses()[:, 0]
+    loss = {rate: train_width_ladder(train, valid, vocab, [8, 64], [seed], steps=125, lr=rate,
+                                     eval_every=125).losses()[:, 0]
             for rate in (3e-3, 1e-2, 3e-2)}
     assert loss[1e-2][1] < min(loss[3e-3][1], loss[3e-2][1])
     assert loss[1e-2][0] < loss[3e-3][0] - 0.2
