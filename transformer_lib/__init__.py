@@ -11,7 +11,7 @@ retrieval (03), positions (04), masks (05), multi_head and torch_interop (06), l
 training, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and
 losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama
 (12), induction and interpret (13), speculative, quantization and distributed (14; distributed is imported from its
-module, not re-exported here), sft and lora (15).
+module, not re-exported here), sft and lora (15), preferences, dpo and rl (16).
 """
 
 from .attention import (
@@ -63,6 +63,20 @@ from .decoding import (
 )
 from .device import get_device, set_seed, single_thread
 from .device_check import DeviceCheckResult, DeviceTarget, check_device
+from .dpo import (
+    DPOHistory,
+    DPORecipe,
+    DPORun,
+    PreferencePair,
+    answer_kl,
+    dpo_loss,
+    dpo_tuned,
+    pair_batch,
+    preference_pairs,
+    response_log_probs,
+    token_log_probs,
+    train_dpo,
+)
 from .evaluation import (
     baseline_losses,
     bigram_probabilities,
@@ -145,6 +159,7 @@ from .positions import (
     shift_rotation,
     sinusoidal_encoding,
 )
+from .preferences import START_RECIPE, TASK, frozen_copy, start_run, task_instructions
 from .quantization import (
     AllocationPeak,
     Int8Linear,
@@ -155,6 +170,21 @@ from .quantization import (
 )
 from .recipes import CharGPTRun, char_gpt_config, train_char_gpt, train_translation_model, translation_model_config
 from .retrieval import RetrievalAttention, RetrievalHistory, retrieval_batch, train_retrieval
+from .rl import (
+    REWARDS,
+    RLHistory,
+    RLRecipe,
+    RLRun,
+    clipped_objective,
+    exact_reward,
+    group_advantages,
+    in_argument_reward,
+    k3_kl,
+    policy_gradient_variance,
+    rl_tuned,
+    sample_responses,
+    train_rl,
+)
 from .scaling import (
     WidthLadder,
     bootstrap_exponent,
@@ -178,6 +208,7 @@ from .sft import (
     SFTRecipe,
     SFTRun,
     answer_probabilities,
+    complete_prompts,
     encode_instruction,
     exact_match_by_task,
     fine_tune,
@@ -425,6 +456,7 @@ __all__ = [
     "exact_match_by_task",
     "fine_tune",
     "fine_tuned",
+    "complete_prompts",
     "greedy_answers",
     "instruction_base",
     "make_instruction_data",
@@ -432,4 +464,35 @@ __all__ = [
     "sft_batch",
     "sft_loss",
     "trainable_parameters",
+    # lesson 16: preferences and rewards (DPO, GRPO, reward hacking)
+    "DPOHistory",
+    "DPORecipe",
+    "DPORun",
+    "PreferencePair",
+    "answer_kl",
+    "dpo_loss",
+    "dpo_tuned",
+    "pair_batch",
+    "preference_pairs",
+    "response_log_probs",
+    "token_log_probs",
+    "train_dpo",
+    "START_RECIPE",
+    "TASK",
+    "frozen_copy",
+    "start_run",
+    "task_instructions",
+    "REWARDS",
+    "RLHistory",
+    "RLRecipe",
+    "RLRun",
+    "clipped_objective",
+    "exact_reward",
+    "group_advantages",
+    "in_argument_reward",
+    "k3_kl",
+    "policy_gradient_variance",
+    "rl_tuned",
+    "sample_responses",
+    "train_rl",
 ]

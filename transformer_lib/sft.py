@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .data import CharTokenizer
+from .decoding import Picker, generate_tokens, greedy_pick
 from .device import get_device, set_seed, single_thread
 from .gpt import GPT
 from .lora import LORA_TARGETS, add_lora
@@ -183,28 +184,36 @@ def fine_tune(
 
 
 @torch.no_grad()
-def greedy_answers(model: nn.Module, tokenizer: CharTokenizer, instructions: Sequence[Instruction]) -> list[str]:
-    """Each instruction's greedy continuation of its prompt, up to and including ``END`` (or as long as the longest
-    response of its group plus 2 characters, if ``END`` never comes). Prompts of one length run as one batch."""
+def complete_prompts(
+    model: nn.Module, tokenizer: CharTokenizer, prompts: Sequence[str], max_new: Sequence[int],
+    pick: Picker = greedy_pick,
+) -> list[str]:
+    """Each prompt's continuation up to and including ``END``, or its first ``max_new[i]`` characters if ``END``
+    never comes: :func:`~transformer_lib.decoding.generate_tokens` with ``pick`` choosing each character (greedy by
+    default; :func:`~transformer_lib.decoding.sampling_picker` to sample). Prompts of one length run as one batch,
+    shortest first, for the largest ``max_new`` of the batch."""
     model.eval()
     device = next(model.parameters()).device
     end_id = tokenizer.ids[END]
-    answers = [""] * len(instructions)
+    completions = [""] * len(prompts)
     by_length: dict[int, list[int]] = {}
-    for index, instruction in enumerate(instructions):
-        by_length.setdefault(len(instruction.prompt), []).append(index)
-    for length, indices in by_length.items():
-        tokens = torch.stack([tokenizer.encode(instructions[i].prompt) for i in indices]).to(device)  # (batch, T_p)
-        longest = max(len(instructions[i].response) for i in indices) + 2
-        for _ in range(longest):
-            next_ids = model(tokens)[:, -1].argmax(dim=-1)  # (batch,)
-            tokens = torch.cat((tokens, next_ids[:, None]), dim=1)  # (batch, T_p + generated)
-            if bool((tokens[:, length:] == end_id).any(dim=1).all()):
-                break
+    for index, prompt in enumerate(prompts):
+        by_length.setdefault(len(prompt), []).append(index)
+    for length, indices in sorted(by_length.items()):
+        tokens = torch.stack([tokenizer.encode(prompts[i]) for i in indices]).to(device)  # (batch, T_p)
+        tokens = generate_tokens(lambda ids: model(ids)[:, -1], tokens, max(max_new[i] for i in indices), pick,
+                                 end_id)  # (batch, T_p + generated)
         for row, index in enumerate(indices):
             text = tokenizer.decode(tokens[row, length:].cpu())
-            answers[index] = text[: text.index(END) + 1] if END in text else text
-    return answers
+            completions[index] = text[: text.index(END) + 1] if END in text else text
+    return completions
+
+
+def greedy_answers(model: nn.Module, tokenizer: CharTokenizer, instructions: Sequence[Instruction]) -> list[str]:
+    """Each instruction's greedy continuation of its prompt, up to and including ``END`` (or as long as the longest
+    response of its batch plus 2 characters, if ``END`` never comes)."""
+    return complete_prompts(model, tokenizer, [i.prompt for i in instructions],
+                            [len(i.response) + 2 for i in instructions])
 
 
 def exact_match_by_task(instructions: Sequence[Instruction], answers: Sequence[str]) -> dict[str, float]:

@@ -1,0 +1,138 @@
+"""Reinforcement learning with a program's reward (transformer_lib/rl.py): group advantages and the clipped objective
+on hand-made numbers, the k3 KL estimator, the rewards, sampling, and the trained claims lesson 16 asserts, on 3
+seeds."""
+
+import pytest
+import torch
+
+from transformer_lib import GPT, CharTokenizer, GPTConfig
+from transformer_lib.preferences import start_run, task_instructions
+from transformer_lib.rl import (
+    RLRecipe,
+    clipped_objective,
+    exact_reward,
+    group_advantages,
+    in_argument_reward,
+    k3_kl,
+    policy_gradient_variance,
+    rl_tuned,
+    sample_responses,
+)
+from transformer_lib.sft import END, Instruction, exact_match_by_task, greedy_answers
+
+
+def test_group_advantages_are_centred_and_scaled_within_each_group():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
+    advantages = group_advantages(rewards, eps=0.0)
+    # group 1: mean 0.25, population std sqrt(0.1875); group 2: mean 0.5, std 0.5
+    s = 0.1875 ** 0.5
+    expected = torch.tensor([[0.75 / s, -0.25 / s, -0.25 / s, -0.25 / s], [1.0, 1.0, -1.0, -1.0]], dtype=torch.float64)
+    torch.testing.assert_close(advantages, expected)
+    torch.testing.assert_close(advantages.sum(dim=1), torch.zeros(2, dtype=torch.float64))
+
+
+def test_equal_rewards_give_exactly_zero_never_nan():
+    rewards = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.3, 0.3, 0.3], [0.0, 1.0, 0.0]])
+    advantages = group_advantages(rewards)
+    assert not advantages.isnan().any()
+    assert torch.equal(advantages[:3], torch.zeros(3, 3))
+    assert advantages[3, 1] > 1.0  # the one right answer of its group stands out
+
+
+def test_each_group_is_normalised_on_its_own_not_over_the_batch():
+    rewards = torch.tensor([[0.0, 1.0], [10.0, 11.0]])
+    advantages = group_advantages(rewards)
+    torch.testing.assert_close(advantages[0], advantages[1])
+
+
+def test_group_advantages_want_one_row_per_prompt():
+    with pytest.raises(ValueError, match="groups, group_size"):
+        group_advantages(torch.ones(4))
+
+
+def test_clipped_objective_on_hand_made_ratios():
+    ratios = torch.tensor([0.5, 0.9, 1.0, 1.1, 1.5], dtype=torch.float64)
+    old = torch.zeros(5, dtype=torch.float64)
+    new = ratios.log()
+    positive = clipped_objective(new, old, torch.ones(5, dtype=torch.float64), clip_eps=0.2)
+    # A > 0: a ratio above 1 + ε earns no more than 1.2 A; below 1 − ε it keeps its own (smaller) value
+    torch.testing.assert_close(positive, torch.tensor([0.5, 0.9, 1.0, 1.1, 1.2], dtype=torch.float64))
+    negative = clipped_objective(new, old, -torch.ones(5, dtype=torch.float64), clip_eps=0.2)
+    # A < 0: a ratio below 1 − ε gets no credit for going lower (−0.8); above 1 + ε it keeps −ratio
+    torch.testing.assert_close(negative, torch.tensor([-0.8, -0.9, -1.0, -1.1, -1.5], dtype=torch.float64))
+
+
+def test_the_clip_stops_the_gradient_only_past_the_boundary_it_guards():
+    new = torch.log(torch.tensor([1.5, 0.5, 1.5, 0.5], dtype=torch.float64)).requires_grad_(True)
+    advantages = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    clipped_objective(new, torch.zeros(4, dtype=torch.float64), advantages).sum().backward()
+    # clipped (no gradient) where the ratio moved the way A pushes it, past 1 ± ε; unclipped otherwise
+    torch.testing.assert_close(new.grad, torch.tensor([0.0, 0.0, -1.5, 0.5], dtype=torch.float64))
+
+
+def test_old_log_probs_are_constants():
+    old = torch.zeros(3, requires_grad=True)
+    new = torch.zeros(3, requires_grad=True)
+    clipped_objective(new, old, torch.ones(3)).sum().backward()
+    assert old.grad is None
+    torch.testing.assert_close(new.grad, torch.ones(3))
+
+
+def test_k3_is_never_negative_zero_where_the_models_agree_and_estimates_the_kl():
+    torch.manual_seed(0)
+    p = torch.softmax(torch.randn(6, dtype=torch.float64), 0)  # the policy's distribution
+    q = torch.softmax(torch.randn(6, dtype=torch.float64), 0)  # the reference's
+    estimates = k3_kl(p.log(), q.log())  # one per outcome
+    assert (estimates >= 0).all() and torch.equal(k3_kl(p.log(), p.log()), torch.zeros(6, dtype=torch.float64))
+    torch.testing.assert_close((p * estimates).sum(), (p * (p.log() - q.log())).sum())  # its mean under π_θ is KL
+
+
+def test_the_rewards_and_the_loophole():
+    instruction = Instruction("last", "abcd")
+    assert [exact_reward(instruction, r) for r in ("d~", "a~", "d", "dd~")] == [1.0, 0.0, 0.0, 0.0]
+    assert [in_argument_reward(instruction, r) for r in ("d~", "a~", "z~", "ab~")] == [1.0, 1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="reward"):
+        RLRecipe(reward="length")
+
+
+def test_sampling_stops_at_the_end_character_and_repeats_with_its_generator():
+    tokenizer = CharTokenizer("abcdefghijklmnopqrstuvwxyz0123456789 {}~")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(tokenizer), block_size=32, d_model=16, num_heads=2, num_layers=1,
+                          d_ff=32)).eval()
+    prompts = ["{last abc}", "{first hello}", "{last xyz}"]
+    first = sample_responses(model, tokenizer, prompts, 1.0, 4, torch.Generator().manual_seed(1))
+    again = sample_responses(model, tokenizer, prompts, 1.0, 4, torch.Generator().manual_seed(1))
+    assert first == again
+    assert all(len(r) <= 4 and (END not in r or r.index(END) == len(r) - 1) for r in first)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_lessons_rl_claims_hold_on_three_seeds(seed):
+    """GRPO raises held-out exact match by at least 15 points; REINFORCE with every reward raised by 1 ends at least
+    20 points below it; the loophole reward rises by at least 0.2 while exact match rises by at most 5 points; the
+    gradient estimate of the shifted raw reward is at least 3 times noisier per unit of signal than GRPO's."""
+    device = torch.device("cpu")
+    start = start_run(device)
+    tokenizer, test = start.base.tokenizer, task_instructions(start.data.test)
+
+    def exact(model):
+        return exact_match_by_task(test, greedy_answers(model, tokenizer, test))["all"]
+
+    start_score = exact(start.model)
+    grpo_run = rl_tuned(RLRecipe(seed=seed), device)
+    grpo = exact(grpo_run.model)
+    assert max(grpo_run.history.step_clipped) > 0  # the second inner step meets the clip
+    shifted = exact(rl_tuned(RLRecipe(baseline="none", reward_shift=1.0, seed=seed), device).model)
+    hacked = rl_tuned(RLRecipe(reward="in argument", seed=seed), device)
+    rewards = hacked.history.step_reward
+    assert grpo >= start_score + 0.15, (grpo, start_score)
+    assert shifted <= grpo - 0.20, (shifted, grpo)
+    assert sum(rewards[-5:]) / 5 >= sum(rewards[:5]) / 5 + 0.2, rewards
+    assert exact(hacked.model) <= start_score + 0.05, (exact(hacked.model), start_score)
+    train = task_instructions(start.data.train)
+    ratio = {}
+    for baseline, shift in (("group", 0.0), ("none", 1.0)):
+        total, signal = policy_gradient_variance(start.model, tokenizer, train, baseline, shift, seed=seed)
+        ratio[baseline] = total / signal
+    assert ratio["none"] >= 3 * ratio["group"], ratio
