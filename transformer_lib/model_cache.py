@@ -6,12 +6,15 @@ the device, the CPU kernel set, the thread count, the last-bits test hook, and t
 lesson that runs alone still trains its model, and a lesson that finds the model cached gets exactly the weights,
 the history and the random number generators' state it would have got by training: it prints the same outputs.
 
-Files are written whole (to a temporary name, then renamed), so two processes that train the same model at once
-both end up with a complete file; each file carries a checksum, so a truncated or corrupt one is retrained.
+Files are written whole (to a temporary name, then renamed), and each carries a checksum, so a truncated or corrupt
+one is retrained. Two processes that ask for the same run at once (the test command's workers) train it once: the
+first holds a lock while it trains, the other waits and then loads it (POSIX; on Windows both train, and either
+whole file is kept).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -19,7 +22,7 @@ import os
 import pickle
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -116,6 +119,27 @@ def _read(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) and payload.get("key") == key else None
 
 
+@contextlib.contextmanager
+def _training_lock(path: Path) -> Iterator[None]:
+    """Held while this process trains the run stored at ``path``, so that another process asking for the same run
+    waits for it instead of training it too. The lock (``fcntl.flock`` on a file beside the run) is released when
+    the file is closed, also when the process dies. Without ``fcntl`` (Windows) or a writable folder: no lock."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_suffix(".lock"), "w")  # noqa: SIM115 (closed below)
+    except OSError:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def cached_training(
     recipe: str,
     arguments: dict[str, Any],
@@ -136,16 +160,23 @@ def cached_training(
     path = cache_folder() / f"{recipe}-{name}.pt"
     model = build()
     payload = _read(path, key)
-    if payload is not None:
-        model.load_state_dict(payload["state_dict"])
-        model.train(payload["training"])
-        _restore_random_states(payload["random states"])
-        return model, history_type(**payload["history"])
-    history = train(model)
-    payload = {"key": key, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-               "training": model.training, "history": asdict(history), "random states": _random_states()}
+    if payload is None:
+        with _training_lock(path):
+            payload = _read(path, key)  # another process may have stored it while this one waited
+            if payload is None:
+                history = train(model)
+                _store(path, {"key": key, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                              "training": model.training, "history": asdict(history),
+                              "random states": _random_states()})
+                return model, history
+    model.load_state_dict(payload["state_dict"])
+    model.train(payload["training"])
+    _restore_random_states(payload["random states"])
+    return model, history_type(**payload["history"])
+
+
+def _store(path: Path, payload: dict[str, Any]) -> None:
     try:
         _write(path, payload)
     except OSError as error:  # a read-only checkout or a full disk: the run is still good, only not kept
         log.info("model cache: could not store %s (%s)", path, error)
-    return model, history
