@@ -98,14 +98,22 @@ def advantages(rewards, bug=None, eps=1e-6):
     if bug == "std axis":
         std = rows.std(dim=0, unbiased=False)  # (G,), broadcast over the groups
     result = centred / std if bug == "no eps" else centred / (std + eps)
-    return result.reshape(rewards.shape) if bug == "batch" else result.T if bug == "axis" else result
+    result = result.reshape(rewards.shape) if bug == "batch" else result.T if bug == "axis" else result
+    if bug is None:  # the solution: a tied group gets exactly 0, whatever its mean rounds to
+        result = result.masked_fill((rewards == rewards[:, :1]).all(dim=1, keepdim=True), 0.0)
+    return result
 
 
 def test_group_advantages_accepts_the_solution_and_names_each_mistake():
     assert check.group_advantages(advantages).ok
     # handling a group of equal rewards explicitly, without eps, is right too
-    assert check.group_advantages(lambda r: torch.nan_to_num(advantages(r, "no eps"), nan=0.0)).ok
+    assert check.group_advantages(
+        lambda r: advantages(r, "no eps").masked_fill((r == r[:, :1]).all(dim=1, keepdim=True), 0.0)).ok
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "no eps")), "zero-std-nan")
+    # eps alone: no NaN, but a tied group of 3.3 (its float32 mean rounds) gets 0.19, not 0
+    eps_only = check.group_advantages(lambda r: advantages(r, "eps only"))
+    assert_diagnosed(eps_only, "tie-rounds")
+    assert eps_only.passed == check.group_advantages(advantages).passed - 1
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "uncentred")), "not-centred")
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "batch")), "batch-normalised")
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "axis")), "wrong-axis")

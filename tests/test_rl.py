@@ -9,6 +9,7 @@ from transformer_lib import GPT, CharTokenizer, GPTConfig
 from transformer_lib.preferences import start_run, task_instructions
 from transformer_lib.rl import (
     RLRecipe,
+    advantages_for,
     clipped_objective,
     exact_reward,
     group_advantages,
@@ -107,11 +108,22 @@ def test_sampling_stops_at_the_end_character_and_repeats_with_its_generator():
     assert all(len(r) <= 4 and (END not in r or r.index(END) == len(r) - 1) for r in first)
 
 
+def test_the_mean_baseline_centres_without_scaling():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
+    torch.testing.assert_close(advantages_for(rewards, "mean"), torch.tensor([[0.75, -0.25, -0.25, -0.25], [0.0] * 4]))
+    assert torch.equal(advantages_for(rewards, "none"), rewards)
+    with pytest.raises(ValueError, match="baseline"):
+        advantages_for(rewards, "median")
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_lessons_rl_claims_hold_on_three_seeds(seed):
     """GRPO raises held-out exact match by at least 15 points; REINFORCE with every reward raised by 1 ends at least
-    20 points below it; the loophole reward rises by at least 0.2 while exact match rises by at most 5 points; the
-    gradient estimate of the shifted raw reward is at least 3 times noisier per unit of signal than GRPO's."""
+    20 points below it; the loophole reward of the samples rises by at least 0.2 while held-out exact match rises by
+    at most 5 points, the exact reward of the same samples rises by at most half as much, and the share of the
+    samples passing the checker that are right does not rise. The gradient estimate's variance per unit of signal
+    (bias-corrected): the shifted raw reward's is at least 5 times GRPO's; the raw 0/1 reward's is below the
+    mean-only baseline's; dividing by the group's std moves it by less than a quarter."""
     device = torch.device("cpu")
     start = start_run(device)
     tokenizer, test = start.base.tokenizer, task_instructions(start.data.test)
@@ -119,20 +131,28 @@ def test_the_lessons_rl_claims_hold_on_three_seeds(seed):
     def exact(model):
         return exact_match_by_task(test, greedy_answers(model, tokenizer, test))["all"]
 
+    def first_last(values):
+        return sum(values[:5]) / 5, sum(values[-5:]) / 5
+
     start_score = exact(start.model)
     grpo_run = rl_tuned(RLRecipe(seed=seed), device)
     grpo = exact(grpo_run.model)
     assert max(grpo_run.history.step_clipped) > 0  # the second inner step meets the clip
     shifted = exact(rl_tuned(RLRecipe(baseline="none", reward_shift=1.0, seed=seed), device).model)
     hacked = rl_tuned(RLRecipe(reward="in argument", seed=seed), device)
-    rewards = hacked.history.step_reward
+    gamed_first, gamed_last = first_last(hacked.history.step_reward)
+    exact_first, exact_last = first_last(hacked.history.step_exact)
     assert grpo >= start_score + 0.15, (grpo, start_score)
     assert shifted <= grpo - 0.20, (shifted, grpo)
-    assert sum(rewards[-5:]) / 5 >= sum(rewards[:5]) / 5 + 0.2, rewards
+    assert gamed_last >= gamed_first + 0.2, hacked.history.step_reward
     assert exact(hacked.model) <= start_score + 0.05, (exact(hacked.model), start_score)
+    assert exact_last - exact_first <= (gamed_last - gamed_first) / 2, hacked.history.step_exact
+    assert exact_last / gamed_last <= exact_first / gamed_first, (exact_first, gamed_first, exact_last, gamed_last)
     train = task_instructions(start.data.train)
     ratio = {}
-    for baseline, shift in (("group", 0.0), ("none", 1.0)):
+    for baseline, shift in (("group", 0.0), ("mean", 0.0), ("none", 0.0), ("none", 1.0)):
         total, signal = policy_gradient_variance(start.model, tokenizer, train, baseline, shift, seed=seed)
-        ratio[baseline] = total / signal
-    assert ratio["none"] >= 3 * ratio["group"], ratio
+        ratio[baseline, shift] = total / signal
+    assert ratio["none", 1.0] >= 5 * ratio["group", 0.0], ratio
+    assert ratio["none", 0.0] < ratio["mean", 0.0], ratio
+    assert 0.75 <= ratio["group", 0.0] / ratio["mean", 0.0] <= 1.25, ratio

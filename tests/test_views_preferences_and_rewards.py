@@ -1,28 +1,32 @@
-"""Lesson 16's views: the curves draw one line per run, and the widget shows the watched group of the step chosen."""
+"""Lesson 16's views: the curves draw one line per run, and the widget recomputes the group advantages, the raw
+advantages and the clipped objective's gradient from the rewards, the constant, ε and the ratio the learner sets."""
 
 import matplotlib
+import pytest
 
-from transformer_lib import DPOHistory, RLHistory
-from transformer_lib.views.preferences_and_rewards import dpo_curves, grpo_group_widget, reward_curves
+from transformer_lib import DPOHistory
+from transformer_lib.views.preferences_and_rewards import dpo_curves, group_advantage_widget, reward_curves
 
 matplotlib.use("Agg")
 
 
-def history() -> RLHistory:
-    return RLHistory(step_reward=[0.25, 0.5, 0.75], step_kl=[0.0, 0.1, 0.2],
-                     watched_responses=[["a~", "b~", "c~"], ["a~", "a~", "b~"], ["a~", "a~", "a~"]],
-                     watched_rewards=[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]],
-                     watched_advantages=[[1.41, -0.71, -0.71], [0.71, 0.71, -1.41], [0.0, 0.0, 0.0]],
-                     watched="{last xya}")
-
-
-def test_the_widget_shows_the_watched_group_at_the_chosen_step():
-    w = grpo_group_widget(history())
-    assert w.state["responses"] == ["a~", "b~", "c~"] and w.state["right"] == 1
-    w.controls["step"].value = 2
-    assert w.state["advantages"] == [0.0, 0.0, 0.0] and w.state["right"] == 3
-    assert "3 of 3 samples" in w.readout.value and "0.75" in w.readout.value
-    assert w.controls["step"].max == 2
+def test_the_widget_follows_the_rewards_the_constant_the_ratio_and_eps():
+    w = group_advantage_widget()
+    assert w.state["right"] == 2 and w.state["raw"] == [1.0, 1.0] + [0.0] * 6
+    assert w.state["group"][0] == pytest.approx(3 ** 0.5, rel=1e-5)  # 2 right of 8: (1 − 0.25) / sqrt(0.1875)
+    assert w.state["group_gradient"] == w.state["group"]  # ratio 1: the gradient is A itself
+    group = list(w.state["group"])
+    w.controls["shift"].value = 1.0
+    assert w.state["group"] == pytest.approx(group) and w.state["raw"] == [2.0, 2.0] + [1.0] * 6
+    w.controls["ratio"].value = 1.5  # past 1 + ε: every positive advantage loses its gradient
+    assert w.state["raw_clipped"] == 8 and w.state["group_clipped"] == 2
+    assert w.state["group_gradient"][2] == pytest.approx(1.5 * group[2])  # a negative A keeps ratio · A
+    assert "<b>2</b> samples under the group advantages and <b>8</b>" in w.readout.value
+    w.controls["clip_eps"].value = 0.5  # 1.5 is inside [0.5, 1.5]: nothing is clipped
+    assert w.state["raw_clipped"] == 0 and w.state["group_clipped"] == 0
+    for k in range(1, 9):
+        w.controls[f"right {k}"].value = True
+    assert w.state["group"] == [0.0] * 8 and w.state["group_gradient"] == [0.0] * 8  # a tied group: exactly 0
 
 
 def test_the_curves_draw_one_line_per_run():

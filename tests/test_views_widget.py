@@ -35,17 +35,8 @@ BUILDERS = {
     "bpe_merges_widget": ("gpt2_and_llms", lambda m: m.bpe_merges_widget("low lower lowest", max_merges=8)),
     "induction_head_widget": ("inside_a_trained_model", lambda m: m.induction_head_widget(tiny_attention_only_gpt())),
     "fine_tuning_widget": ("fine_tuning", lambda m: m.fine_tuning_widget(*tiny_character_gpts())),
-    "grpo_group_widget": ("preferences_and_rewards", lambda m: m.grpo_group_widget(tiny_rl_history())),
+    "group_advantage_widget": ("preferences_and_rewards", lambda m: m.group_advantage_widget()),
 }
-
-
-def tiny_rl_history():
-    """A hand-made two-step GRPO history of one watched group of 2: enough for lesson 16's widget to show it."""
-    from transformer_lib import RLHistory
-
-    return RLHistory(step_reward=[0.25, 0.75], step_kl=[0.0, 0.1], watched_responses=[["a~", "b~"], ["a~", "a~"]],
-                     watched_rewards=[[1.0, 0.0], [1.0, 1.0]], watched_advantages=[[1.0, -1.0], [0.0, 0.0]],
-                     watched="{last xya}")
 
 
 def tiny_character_gpts():

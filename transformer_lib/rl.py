@@ -87,6 +87,7 @@ def in_argument_reward(instruction: Instruction, response: str) -> float:
 
 
 REWARDS: dict[str, Callable[[Instruction, str], float]] = {"exact": exact_reward, "in argument": in_argument_reward}
+BASELINES = ("group", "mean", "none")  # what is subtracted from a reward: see advantages_for
 
 
 def sample_responses(
@@ -101,14 +102,15 @@ def sample_responses(
 
 @dataclass(frozen=True)
 class RLRecipe:
-    """A reinforcement-learning run from lesson 16's start model on ``first`` instructions.
+    """A reinforcement-learning run from lesson 16's start model on the instructions of its task, ``TASK`` (``last``).
 
     Each of ``steps`` steps draws ``prompts_per_step`` training prompts and samples ``group_size`` responses to each
     (τ = ``temperature``, at most ``max_new`` characters), scores them with ``REWARDS[reward]``, and takes
-    ``inner_steps`` AdamW steps on those samples. ``baseline`` "group": GRPO's advantages (:func:`group_advantages`);
-    "none": REINFORCE without a baseline, the raw reward (plus ``reward_shift``, a constant every sample gets) as the
-    advantage. The loss is minus the clipped objective
-    (ε = ``clip_eps``) averaged over each response's tokens, plus ``kl_coef`` times the k3 KL to the start model.
+    ``inner_steps`` AdamW steps on those samples. ``baseline`` (:func:`advantages_for`) "group": GRPO's advantages
+    (:func:`group_advantages`); "mean": the reward minus its group's mean, not divided; "none": REINFORCE without a
+    baseline, the raw reward (plus ``reward_shift``, a constant every sample gets) as the advantage. The loss is
+    minus the clipped objective (ε = ``clip_eps``) averaged over each response's tokens, plus ``kl_coef`` times the
+    k3 KL to the start model.
     """
 
     reward: str = "exact"
@@ -128,23 +130,20 @@ class RLRecipe:
     def __post_init__(self) -> None:
         if self.reward not in REWARDS:
             raise ValueError(f"reward={self.reward!r} is unknown: choose one of {sorted(REWARDS)}")
-        if self.baseline not in ("group", "none"):
-            raise ValueError(f"baseline={self.baseline!r} is unknown: choose 'group' or 'none'")
+        if self.baseline not in BASELINES:
+            raise ValueError(f"baseline={self.baseline!r} is unknown: choose one of {BASELINES}")
 
 
 @dataclass
 class RLHistory:
-    """Per step: the mean reward of the samples (without ``reward_shift``), their mean k3 KL to the start model, the
-    share of their tokens whose gradient the clip removed in the last inner step, and the watched prompt's group (its
-    responses, rewards and advantages: ``watched`` is the first training prompt of the task); the seconds spent."""
+    """Per step: the mean of the reward that trains over the step's samples (without ``reward_shift``), the mean
+    exact reward (:func:`exact_reward`) of the same samples, whatever reward trains, their mean k3 KL to the start
+    model, and the share of their tokens whose gradient the clip removed in the last inner step; the seconds spent."""
 
     step_reward: list[float] = field(default_factory=list)
+    step_exact: list[float] = field(default_factory=list)
     step_kl: list[float] = field(default_factory=list)
     step_clipped: list[float] = field(default_factory=list)
-    watched_responses: list[list[str]] = field(default_factory=list)
-    watched_rewards: list[list[float]] = field(default_factory=list)
-    watched_advantages: list[list[float]] = field(default_factory=list)
-    watched: str = ""
     seconds: float = 0.0
 
 
@@ -158,8 +157,16 @@ def sampled_batch(
 
 
 def advantages_for(rewards: torch.Tensor, baseline: str) -> torch.Tensor:
-    """Rewards (groups, G) -> advantages (groups, G): GRPO's group advantages, or the raw rewards (no baseline)."""
-    return group_advantages(rewards) if baseline == "group" else rewards
+    """Rewards (groups, G) -> advantages (groups, G): "group", GRPO's group advantages (:func:`group_advantages`);
+    "mean", each reward minus its group's mean (the baseline alone, no division by the std); "none", the raw
+    rewards (REINFORCE without a baseline)."""
+    if baseline == "group":
+        return group_advantages(rewards)
+    if baseline == "mean":
+        return rewards - rewards.mean(dim=1, keepdim=True)  # (groups, G)
+    if baseline == "none":
+        return rewards
+    raise ValueError(f"baseline={baseline!r} is unknown: choose one of {BASELINES}")
 
 
 def train_rl(
@@ -172,11 +179,10 @@ def train_rl(
     reward_fn = REWARDS[recipe.reward]
     generator = torch.Generator().manual_seed(recipe.seed)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=recipe.lr)
-    history = RLHistory(watched=instructions[0].prompt)
+    history = RLHistory()
     started = time.perf_counter()
     for _ in range(recipe.steps):
         chosen = torch.randint(len(instructions), (recipe.prompts_per_step,), generator=generator).tolist()
-        chosen[0] = 0  # the watched prompt is in every step's batch
         group = [instructions[i] for i in chosen for _ in range(recipe.group_size)]  # (groups · G) instructions
         policy.eval()
         responses = sample_responses(policy, tokenizer, [i.prompt for i in group], recipe.temperature,
@@ -201,14 +207,12 @@ def train_rl(
             loss.backward()
             optimizer.step()
         history.step_reward.append(rewards.mean().item())
+        history.step_exact.append(sum(exact_reward(i, r) for i, r in zip(group, responses, strict=True)) / len(group))
         history.step_kl.append(((kl * mask).sum() / mask.sum()).item())
         ratio = torch.exp(new - old).detach()  # (groups · G, T): after the last inner step's forward pass
         clipped = ((ratio > 1 + recipe.clip_eps) & (per_response > 0)) | ((ratio < 1 - recipe.clip_eps)
                                                                            & (per_response < 0))
         history.step_clipped.append(((clipped * mask).sum() / mask.sum()).item())
-        history.watched_responses.append(responses[: recipe.group_size])
-        history.watched_rewards.append(rewards[: recipe.group_size].tolist())
-        history.watched_advantages.append(advantages[0].tolist())
     history.seconds = time.perf_counter() - started
     policy.eval()
     return history
@@ -221,11 +225,17 @@ def policy_gradient_variance(
 ) -> tuple[float, float]:
     """The policy-gradient estimate ∇ mean(A · log π(y)) of one batch (the first ``prompts`` instructions, a group of
     ``group_size`` samples each, the exact reward plus ``reward_shift``), drawn ``draws`` times at the same
-    parameters (the same draws for any ``baseline`` and shift, from ``seed``): returns the total variance of the
-    estimate (the sum over parameters of each coordinate's variance across draws) and the squared norm of its mean.
-    ``baseline`` as in :class:`RLRecipe`."""
+    parameters (the same draws for any ``baseline`` and shift, from ``seed``). ``baseline`` as in
+    :func:`advantages_for`. Returns two floats:
+
+    - the total variance of the estimate: the sum over parameters of each coordinate's variance across the draws
+      (unbiased, divided by draws − 1);
+    - the signal, the squared norm of the expected gradient, estimated without bias: the mean of n = ``draws``
+      estimates has E‖mean‖² = ‖E g‖² + total variance / n, so the signal is ‖mean‖² − total variance / n (it can
+      come out below 0 where the noise swamps the mean)."""
     generator = torch.Generator().manual_seed(seed)
     parameters = [p for p in model.parameters() if p.requires_grad]
+    device = parameters[0].device
     group = [instruction for instruction in instructions[:prompts] for _ in range(group_size)]
     model.eval()
     estimates = []
@@ -233,13 +243,13 @@ def policy_gradient_variance(
         responses = sample_responses(model, tokenizer, [i.prompt for i in group], temperature, max_new, generator)
         rewards = torch.tensor([exact_reward(i, r) + reward_shift for i, r in zip(group, responses, strict=True)])
         advantages = advantages_for(rewards.view(prompts, group_size), baseline).reshape(-1)  # (prompts · G,)
-        inputs, labels = sampled_batch(tokenizer, group, responses)  # (prompts · G, T) each
-        device = parameters[0].device
-        log_probs = token_log_probs(model(inputs.to(device)), labels.to(device)).sum(dim=1)  # (prompts · G,)
+        inputs, labels = (t.to(device) for t in sampled_batch(tokenizer, group, responses))  # (prompts · G, T) each
+        log_probs = token_log_probs(model(inputs), labels).sum(dim=1)  # (prompts · G,)
         gradient = torch.autograd.grad((advantages.to(device) * log_probs).mean(), parameters)
         estimates.append(torch.cat([g.flatten() for g in gradient]))  # (parameters,)
     stacked = torch.stack(estimates)  # (draws, parameters)
-    return stacked.var(dim=0).sum().item(), stacked.mean(dim=0).square().sum().item()
+    total_variance = stacked.var(dim=0).sum().item()
+    return total_variance, stacked.mean(dim=0).square().sum().item() - total_variance / draws
 
 
 # --- the cached runs lessons and tests share

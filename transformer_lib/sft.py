@@ -188,10 +188,10 @@ def complete_prompts(
     model: nn.Module, tokenizer: CharTokenizer, prompts: Sequence[str], max_new: Sequence[int],
     pick: Picker = greedy_pick,
 ) -> list[str]:
-    """Each prompt's continuation up to and including ``END``, or its first ``max_new[i]`` characters if ``END``
-    never comes: :func:`~transformer_lib.decoding.generate_tokens` with ``pick`` choosing each character (greedy by
-    default; :func:`~transformer_lib.decoding.sampling_picker` to sample). Prompts of one length run as one batch,
-    shortest first, for the largest ``max_new`` of the batch."""
+    """Each prompt's continuation up to and including ``END``, or, if ``END`` never comes, as many characters as the
+    largest ``max_new`` of its batch (not its own ``max_new[i]``): prompts of one length run as one batch, shortest
+    first. :func:`~transformer_lib.decoding.generate_tokens` with ``pick`` choosing each character (greedy by
+    default; :func:`~transformer_lib.decoding.sampling_picker` to sample)."""
     model.eval()
     device = next(model.parameters()).device
     end_id = tokenizer.ids[END]

@@ -59,11 +59,7 @@ GALLERY = {
         'd_model=16, num_heads=2, num_layers=1, d_ff=32)).eval()}, tokenizer))(__import__("transformer_lib"), '
         '__import__("transformer_lib").CharTokenizer("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 '
         '+{}~"))'),
-    "grpo_group_widget": (
-        "transformer_lib.views.preferences_and_rewards",
-        'grpo_group_widget(__import__("transformer_lib").RLHistory(step_reward=[0.25, 0.75], step_kl=[0.0, 0.1], '
-        'watched_responses=[["a~", "b~"], ["a~", "a~"]], watched_rewards=[[1.0, 0.0], [1.0, 1.0]], '
-        'watched_advantages=[[1.0, -1.0], [0.0, 0.0]], watched="{last xya}"))'),
+    "group_advantage_widget": ("transformer_lib.views.preferences_and_rewards", "group_advantage_widget()"),
 }
 
 

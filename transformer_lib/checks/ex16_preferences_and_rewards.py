@@ -156,11 +156,14 @@ def dpo_loss(student_fn: Callable) -> CheckResult:
 # one graded reward; non-square, so mean and std over the wrong axis give other shapes or values
 REWARDS = ((1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0),
            (0.5, 0.0, 1.0, 0.25))
+# One group of eight equal rewards that float32 cannot hold exactly: its mean rounds one unit above 3.3, so its
+# centred rewards are about 2.4e-7, not 0, and dividing them by (std + ε) with a std of the same size leaves 0.19
+TIED = (3.3,) * 8
 
 
 def group_advantages(student_fn: Callable) -> CheckResult:
     """Check a function (rewards (groups, group_size)) -> advantages (groups, group_size): each reward minus its
-    group's mean, divided by its group's population std (+ a small eps), 0 for a group of equal rewards."""
+    group's mean, divided by its group's population std (+ a small eps), exactly 0 for a group of equal rewards."""
     ex = Exercise("group_advantages")
     with ex.run():
         rewards = torch.tensor(REWARDS)  # (groups, G)
@@ -174,7 +177,9 @@ def group_advantages(student_fn: Callable) -> CheckResult:
                            "plus a small eps"),
             mistakes={
                 Hint(idea="a group whose rewards are all equal has std 0: 0 / 0 gives NaN, which poisons the whole "
-                          "update. Add a small eps to the std (or give such a group 0)", id="zero-std-nan"): (
+                          "update. Give such a group advantages of exactly 0 (test whether every reward equals the "
+                          "row's first); an eps added to the std avoids the NaN but not a mean that rounds (next "
+                          "check)", id="zero-std-nan"): (
                     expected.masked_fill(ties, math.nan)),
                 Hint(idea="the advantages are not centred: subtract the group's mean first, so that a response "
                           "better than its siblings is positive and a worse one negative", id="not-centred"): (
@@ -192,6 +197,20 @@ def group_advantages(student_fn: Callable) -> CheckResult:
                           "(unbiased=False), as the task says. Both work in training; the check needs one",
                      code="rewards.std(dim=1, unbiased=False, keepdim=True)", id="sample-std"): (
                     expected * math.sqrt((group_size - 1) / group_size)),
+            },
+        )
+        tied = torch.tensor([TIED])  # (1 group, G = 8), float32
+        got_tied = ex.call(student_fn, tied.clone(), description="group_advantages(a group of eight rewards 3.3)")
+        centred = tied - tied.mean(dim=1, keepdim=True)  # (1, 8): not exactly 0, the mean rounds
+        ex.compare(
+            "a group of eight equal rewards 3.3 (float32 cannot hold 3.3 exactly) gets advantages of exactly 0",
+            got_tied, torch.zeros(1, len(TIED)), atol=1e-7, rtol=0.0,
+            mistakes={
+                Hint(idea="the group's mean rounds one unit away from 3.3, so the centred rewards are about 2e-7, and "
+                          "the std is as small: dividing by (std + eps) gives 0.19, not 0. Test for a tie and give "
+                          "the group exactly 0",
+                     code="advantages.masked_fill((rewards == rewards[:, :1]).all(dim=1, keepdim=True), 0.0)",
+                     id="tie-rounds"): centred / (tied.std(dim=1, unbiased=False, keepdim=True) + 1e-6),
             },
         )
     return ex.result

@@ -1,17 +1,18 @@
-"""Plots and the widget of lesson 16: DPO's and the RL runs' training curves, and one prompt's group of sampled
-responses with their rewards and group advantages at each step of a GRPO run."""
+"""Plots and the widget of lesson 16: DPO's and the RL runs' training curves, and a live group of 8 samples whose
+rewards the learner sets, with their group advantages, raw advantages and the clipped objective's gradient."""
 
 from __future__ import annotations
 
-import html
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import torch
 from matplotlib.figure import Figure
 
-from ..rl import RLHistory
+from ..rl import advantages_for, clipped_objective, group_advantages
 from .widget import LessonWidget, State
 
 
@@ -40,36 +41,58 @@ def reward_curves(rewards: Mapping[str, Sequence[float]], title: str) -> Figure:
     return fig
 
 
-def grpo_group_widget(history: RLHistory) -> LessonWidget:
-    """Move the step: the watched prompt's group of sampled responses at that step of a GRPO run, each bar its group
-    advantage (green where the reward is 1, red where it is 0), beside the run's reward curve with the step marked.
+def group_advantage_widget(group_size: int = 8) -> LessonWidget:
+    """Toggle each sample's reward (1 right, 0 wrong), add a constant to every reward, set ε and one ratio
+    π_θ / π_old shared by the samples: the group advantages (:func:`~transformer_lib.rl.group_advantages`) beside
+    the raw rewards REINFORCE uses as advantages, and for each sample the gradient of the clipped objective
+    (:func:`~transformer_lib.rl.clipped_objective`) with respect to its log-probability under either advantage.
 
-    ``.controls``: ``"step"``; ``.state``: ``"responses"``, ``"rewards"``, ``"advantages"`` (the history's, at that
-    step) and ``"mean_reward"`` (the step's mean reward over all prompts).
+    ``.controls``: ``"right 1"`` … ``"right G"``, ``"shift"``, ``"clip_eps"``, ``"ratio"``; ``.state``:
+    ``"rewards"``, ``"group"`` and ``"raw"`` (advantages), ``"group_gradient"`` and ``"raw_gradient"`` (lists of G
+    floats), ``"right"`` and the clipped counts ``"group_clipped"``, ``"raw_clipped"``.
     """
-    controls = {"step": widgets.IntSlider(value=0, min=0, max=len(history.step_reward) - 1, description="step")}
+    controls: dict[str, widgets.ValueWidget] = {
+        f"right {k}": widgets.Checkbox(value=k <= 2, description=f"sample {k} right", indent=False)
+        for k in range(1, group_size + 1)}
+    controls["shift"] = widgets.FloatSlider(value=0.0, min=-1.0, max=3.0, step=0.5,
+                                            description="constant added to every reward")
+    controls["clip_eps"] = widgets.FloatSlider(value=0.2, min=0.05, max=0.5, step=0.05, description="ε")
+    controls["ratio"] = widgets.FloatSlider(value=1.0, min=0.5, max=1.5, step=0.05, description="ratio π_θ / π_old")
+
+    def gradient(advantages: torch.Tensor, ratio: float, clip_eps: float) -> torch.Tensor:
+        """d objective / d log π_θ of each sample, at the given ratio: (1, G) -> (1, G)."""
+        new = torch.full_like(advantages, math.log(ratio), requires_grad=True)  # (1, G)
+        clipped_objective(new, torch.zeros_like(advantages), advantages, clip_eps).sum().backward()
+        return new.grad  # (1, G)
 
     def compute(values: dict[str, Any]) -> State:
-        step = values["step"]
-        responses = history.watched_responses[step]
-        rewards = history.watched_rewards[step]
-        return {"step": step, "responses": responses, "rewards": rewards,
-                "advantages": history.watched_advantages[step], "mean_reward": history.step_reward[step],
-                "prompt_html": html.escape(history.watched), "right": int(sum(rewards)),
-                "group": len(responses)}
+        right = [float(values[f"right {k}"]) for k in range(1, group_size + 1)]
+        rewards = torch.tensor([right], dtype=torch.float64) + values["shift"]  # (1 group, G)
+        advantages = {"group": group_advantages(rewards), "raw": advantages_for(rewards, "none")}  # (1, G) each
+        state: State = {"rewards": rewards[0].tolist(), "right": int(sum(right)), "ratio": values["ratio"],
+                        "clip_eps": values["clip_eps"]}
+        for name, a in advantages.items():
+            g = gradient(a, values["ratio"], values["clip_eps"])  # (1, G)
+            state[name] = a[0].tolist()
+            state[f"{name}_gradient"] = g[0].tolist()
+            state[f"{name}_clipped"] = int(((g == 0) & (a != 0)).sum())
+        return state
 
     def draw(state: State, figure: Figure) -> None:
         left, right = figure.subplots(1, 2)
-        colours = ["C2" if reward > 0 else "C3" for reward in state["rewards"]]
-        left.bar(range(state["group"]), state["advantages"], color=colours)
-        left.axhline(0, color="grey", linewidth=0.8)
-        left.set_xticks(range(state["group"]), [repr(r) for r in state["responses"]], rotation=45, fontsize=8)
-        left.set(title=f"{history.watched}: its group at step {state['step']}", ylabel="group advantage",
-                 ylim=(-3, 3))
-        right.plot(history.step_reward, color="C0")
-        right.axvline(state["step"], color="C1", linestyle="--")
-        right.set(title="mean reward of all samples", xlabel="step", ylim=(-0.05, 1.05))
+        x = torch.arange(len(state["rewards"])).double()
+        colours = ["C2" if value > 0.5 else "C3" for value in state["rewards"]]
+        for ax, suffix, title in ((left, "", "advantage A"), (right, "_gradient", "gradient of the clipped objective")):
+            ax.bar(x - 0.2, state["group" + suffix], width=0.4, color=colours, label="group advantage")
+            ax.bar(x + 0.2, state["raw" + suffix], width=0.4, color=colours, alpha=0.45, hatch="//",
+                   label="raw reward (REINFORCE)")
+            ax.axhline(0, color="grey", linewidth=0.8)
+            ax.set_xticks(x.tolist(), [f"{k + 1}" for k in range(len(x))])
+            ax.set(title=title, xlabel="sample (green: right)", ylim=(-4.5, 6.5))
+        left.legend(fontsize=8)
+        right.set_ylabel("d objective / d log π_θ")
 
-    readout = ("step {step}: {right} of {group} samples for <b>{prompt_html}</b> are right; the step's mean reward "
-               "over all prompts is {mean_reward:.2f}")
-    return LessonWidget(controls, compute, readout, draw, figsize=(9.0, 3.2))
+    readout = (f"{{right}} of {group_size} right. At ratio {{ratio:.2f}} with ε = {{clip_eps:.2f}}, the clip "
+               "zeroes the gradient of <b>{group_clipped}</b> samples under the group advantages and "
+               "<b>{raw_clipped}</b> under the raw rewards; a sample whose advantage is 0 gets no gradient either way")
+    return LessonWidget(controls, compute, readout, draw, figsize=(9.0, 3.4))
