@@ -92,8 +92,12 @@ def fit_misses(
 
     ``losses``: (sizes, seeds) as in :func:`bootstrap_exponent`. A mean of k seeds scatters by its standard error
     sd / √k (sd over the seeds of that size), so ``misses[i]`` = (mean_i − fitted_i) / (sd_i / √k), and
-    ``chi_squared`` = Σ misses². If the law held and the seeds were the only noise, ``chi_squared`` would be about
-    sizes − 2 (two constants fitted, a and α), and a miss beyond about 2 standard errors would be rare.
+    ``chi_squared`` = Σ misses². Were the standard errors known exactly, a law that held with the seeds as the only
+    noise would give ``chi_squared`` about sizes − 2 (two constants fitted, a and α) and seldom a miss beyond 2. But
+    each sd is estimated from the same k seeds, so a miss in these units has heavy tails: with normal noise, a mean's
+    distance from its true value over its estimated standard error follows Student's t-distribution with k − 1
+    degrees of freedom (k = 3: 95 % within ±4.3, not ±2), and ``chi_squared`` inherits the tails. With three seeds,
+    large misses hint at a bend away from the law; they do not show one.
     """
     table = np.asarray(losses, dtype=float)  # (sizes, seeds)
     if table.ndim != 2 or table.shape[0] != len(params) or table.shape[1] < 2:
