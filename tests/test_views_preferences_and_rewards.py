@@ -29,6 +29,17 @@ def test_the_widget_follows_the_rewards_the_constant_the_ratio_and_eps():
     assert w.state["group"] == [0.0] * 8 and w.state["group_gradient"] == [0.0] * 8  # a tied group: exactly 0
 
 
+def test_the_bar_colours_follow_the_checkboxes_not_the_shifted_rewards():
+    w = group_advantage_widget()
+    colours = ["C2", "C2"] + ["C3"] * 6  # samples 1 and 2 right: green, the rest red
+    assert w.state["colours"] == colours
+    for shift in (2.0, 3.0, -1.0):  # +2 makes every reward above 0.5, -1 every one at or below 0
+        w.controls["shift"].value = shift
+        assert w.state["colours"] == colours
+    w.controls["right 3"].value = True
+    assert w.state["colours"] == ["C2"] * 3 + ["C3"] * 5
+
+
 def test_the_curves_draw_one_line_per_run():
     dpo = DPOHistory(step_loss=[0.69, 0.5], step_margin=[0.0, 0.4], step_ranked_right=[0.0, 0.9])
     figure = dpo_curves({"β = 1": dpo, "β = 0.1": dpo})

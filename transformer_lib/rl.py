@@ -110,7 +110,9 @@ class RLRecipe:
     (:func:`group_advantages`); "mean": the reward minus its group's mean, not divided; "none": REINFORCE without a
     baseline, the raw reward (plus ``reward_shift``, a constant every sample gets) as the advantage. The loss is
     minus the clipped objective (ε = ``clip_eps``) averaged over each response's tokens, plus ``kl_coef`` times the
-    k3 KL to the start model.
+    k3 KL to the start model. That average divides by the response's length |y|, as GRPO does (its 1/|o_i|): then a
+    constant c added to a raw-reward advantage adds c · ∇E[1/|y|] to the expected gradient, a push towards shorter
+    responses, a length bias that Liu et al. 2025 (arXiv 2503.20783, Dr. GRPO) point out.
     """
 
     reward: str = "exact"

@@ -49,7 +49,8 @@ def group_advantage_widget(group_size: int = 8) -> LessonWidget:
 
     ``.controls``: ``"right 1"`` … ``"right G"``, ``"shift"``, ``"clip_eps"``, ``"ratio"``; ``.state``:
     ``"rewards"``, ``"group"`` and ``"raw"`` (advantages), ``"group_gradient"`` and ``"raw_gradient"`` (lists of G
-    floats), ``"right"`` and the clipped counts ``"group_clipped"``, ``"raw_clipped"``.
+    floats), ``"right"`` and the clipped counts ``"group_clipped"``, ``"raw_clipped"``, and ``"colours"``, each
+    bar's colour, set by the checkboxes (green right, red wrong) whatever constant the rewards carry.
     """
     controls: dict[str, widgets.ValueWidget] = {
         f"right {k}": widgets.Checkbox(value=k <= 2, description=f"sample {k} right", indent=False)
@@ -70,7 +71,7 @@ def group_advantage_widget(group_size: int = 8) -> LessonWidget:
         rewards = torch.tensor([right], dtype=torch.float64) + values["shift"]  # (1 group, G)
         advantages = {"group": group_advantages(rewards), "raw": advantages_for(rewards, "none")}  # (1, G) each
         state: State = {"rewards": rewards[0].tolist(), "right": int(sum(right)), "ratio": values["ratio"],
-                        "clip_eps": values["clip_eps"]}
+                        "clip_eps": values["clip_eps"], "colours": ["C2" if r else "C3" for r in right]}
         for name, a in advantages.items():
             g = gradient(a, values["ratio"], values["clip_eps"])  # (1, G)
             state[name] = a[0].tolist()
@@ -81,10 +82,9 @@ def group_advantage_widget(group_size: int = 8) -> LessonWidget:
     def draw(state: State, figure: Figure) -> None:
         left, right = figure.subplots(1, 2)
         x = torch.arange(len(state["rewards"])).double()
-        colours = ["C2" if value > 0.5 else "C3" for value in state["rewards"]]
         for ax, suffix, title in ((left, "", "advantage A"), (right, "_gradient", "gradient of the clipped objective")):
-            ax.bar(x - 0.2, state["group" + suffix], width=0.4, color=colours, label="group advantage")
-            ax.bar(x + 0.2, state["raw" + suffix], width=0.4, color=colours, alpha=0.45, hatch="//",
+            ax.bar(x - 0.2, state["group" + suffix], width=0.4, color=state["colours"], label="group advantage")
+            ax.bar(x + 0.2, state["raw" + suffix], width=0.4, color=state["colours"], alpha=0.45, hatch="//",
                    label="raw reward (REINFORCE)")
             ax.axhline(0, color="grey", linewidth=0.8)
             ax.set_xticks(x.tolist(), [f"{k + 1}" for k in range(len(x))])
