@@ -22,7 +22,7 @@ VENV_DIR = ROOT / ".venv"
 TEST_REQUIREMENTS = "requirements-test.txt"  # test tools, beyond the learner's environment
 SITE_REQUIREMENTS = "requirements-site.txt"  # the website builder, in an environment of its own
 SITE_VENV_DIR = ROOT / ".venv-site"
-COMMANDS_NEEDING_TEST_TOOLS = ("test", "screenshots")
+COMMANDS_NEEDING_TEST_TOOLS = ("test", "screenshots", "bounds")
 FIRST_LESSON = Path("notebooks") / "00_start_here.ipynb"
 MIN_PYTHON = (3, 11)
 
@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("site", add_help=False, help="build the course's website from the executed notebooks into "
                                                      "build/site/ (in its own environment, .venv-site)")
     commands.add_parser("doctor", add_help=False, help="show versions and hardware; check each device computes right")
+    commands.add_parser("bounds", add_help=False, help="run the trained-claim tests on 5 seeds in 3 CPU kernel "
+                                                       "settings; print each bound's margin (maintainers)")
     return parser
 
 

@@ -15,3 +15,7 @@ MODEL_CACHE_VARIABLE = "TRANSFORMER_LIB_CACHE"
 # the Colab setup cell of every notebook from them (run it after changing either).
 REPOSITORY_URL = "https://github.com/transformer-course/transformer-course"
 REPOSITORY_BRANCH = "main"
+# Trained-claim tests (tests/bounds.py): the seeds they run when set ("0,1,2,3,4"), and a file each bound is appended
+# to as a JSON line; `python3 course.py bounds` sets both for every kernel setting and tabulates the margins.
+BOUND_SEEDS_VARIABLE = "COURSE_BOUND_SEEDS"
+BOUNDS_FILE_VARIABLE = "COURSE_BOUNDS_FILE"

@@ -7,8 +7,8 @@ import sys
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m course_tools {test,execute,exercises,colab-links,grade,screenshots,site,doctor} [args]",
-              file=sys.stderr)
+        print("usage: python -m course_tools {test,execute,exercises,colab-links,grade,screenshots,site,doctor,bounds} "
+              "[args]", file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
     if command == "test":
@@ -27,6 +27,8 @@ def main(argv: list[str]) -> int:
         from .site import main as run
     elif command == "doctor":
         from .doctor import main as run
+    elif command == "bounds":
+        from .bounds import main as run
     else:
         print(f"unknown command {command!r}; try: python3 course.py --help", file=sys.stderr)
         return 2

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bounds import bound, bound_seeds
 from grading_cases import sandbox_or_skip
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -45,9 +48,12 @@ def test_attention_speed_reports_readable_and_dispatch_ratios_and_the_goal():
     assert int(values["readable_at_T"]) == 16  # --quick times one size, T = 16
 
 
-def test_train_gpt_reports_held_out_loss_and_speed():
-    values = last_line_values("train_gpt.py")
-    assert 0 < float(values["val_loss"]) < 5.0  # 20 steps: near ln(103) = 4.63, not the goal
+@pytest.mark.trained
+@pytest.mark.parametrize("seed", bound_seeds((0,)))
+def test_train_gpt_reports_held_out_loss_and_speed(seed):
+    values = last_line_values("train_gpt.py", "--seed", str(seed))
+    assert float(values["val_loss"]) > 0
+    bound("held-out loss after 20 steps", float(values["val_loss"]), at_most=5.0)  # near ln(103) = 4.63, not the goal
     assert float(values["seconds"]) > 0 and float(values["steps_per_s"]) > 0
     assert float(values["speed_vs_reference"]) > 0  # our step rate over nanoGPT-shaped PyTorch modules'
     assert int(values["steps"]) == 20 and values["goal_met"] == "false"
@@ -67,10 +73,13 @@ def test_speculative_decoding_reports_speedup_and_identical_tokens():
     assert float(values["speedup"]) > 0 and int(values["best_k"]) in {1, 2, 4}
 
 
+@pytest.mark.trained
 def test_int8_weights_report_memory_and_loss():
+    """The script trains with its own fixed seed (it takes no --seed): the bound is recorded without one."""
     values = last_line_values("int8_weights.py")
     assert 0.25 < float(values["memory_ratio"]) <= 0.3  # int8 values plus one float32 scale per row
-    assert abs(float(values["loss_increase"])) < 0.05 and float(values["val_loss"]) > 0
+    assert float(values["val_loss"]) > 0
+    bound("int8 weights' held-out loss increase, either way", abs(float(values["loss_increase"])), at_most=0.05)
 
 
 def test_data_parallel_reports_the_step_time_ratio():

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bounds import bound
 from transformer_lib import GPT, GPTConfig, random_windows, set_seed
 from transformer_lib.distributed import shard, train_data_parallel, train_steps
 
@@ -49,7 +50,9 @@ def test_every_rank_takes_the_steps_of_one_process_on_the_whole_batch():
         train_data_parallel(model, inputs, targets, 0.5, optimizer="lamb")
 
 
+@pytest.mark.trained
 def test_the_torchrun_script_trains_on_two_processes():
+    """The script trains with its own fixed seed (it takes no --seed): the bound is recorded without one."""
     finished = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(SCRIPT),
          "--steps", "3", "--batch-size", "4"],
@@ -57,4 +60,5 @@ def test_the_torchrun_script_trains_on_two_processes():
     )
     assert finished.returncode == 0, finished.stderr[-3000:]
     values = dict(pair.split("=", 1) for pair in finished.stdout.strip().splitlines()[-1].split())
-    assert values["world_size"] == "2" and values["steps"] == "3" and 0 < float(values["val_loss"]) < 6
+    assert values["world_size"] == "2" and values["steps"] == "3" and float(values["val_loss"]) > 0
+    bound("held-out loss after 3 steps", float(values["val_loss"]), at_most=6)

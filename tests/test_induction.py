@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from bounds import bound, bound_seeds
 from transformer_lib import GPT, GPTConfig, set_seed
 from transformer_lib.induction import (
     InductionRecipe,
@@ -105,7 +106,7 @@ def test_attention_only_blocks_have_no_feed_forward():
     torch.testing.assert_close(block(x), x + block.self_attn(block.norm1(x))[0])
 
 
-SEEDS = (0, 1, 2)
+SEEDS = bound_seeds((0, 1, 2))
 
 
 @pytest.fixture(scope="module", params=SEEDS)
@@ -119,27 +120,32 @@ def trained(request):
     return recipe, model, history, control, tokens
 
 
+@pytest.mark.trained
 def test_the_recipe_grows_an_induction_head_in_layer_1(trained):
     """The lesson's claims on three seeds: the repeated half is learned, the first half is not, the head with the top
     induction score sits in layer 1 and the top previous-token head in layer 0, each well above its chance level."""
     recipe, model, history, _, tokens = trained
     with torch.no_grad():
         first, repeated = half_losses(model(tokens), tokens)
-    assert repeated.item() < 0.6
-    assert first.item() > uniform_loss(recipe.vocab_size) - 0.1
+    bound("repeated half's loss", repeated.item(), at_most=0.6)
+    bound("first half's loss minus uniform's", first.item() - uniform_loss(recipe.vocab_size), at_least=-0.1)
     induction, previous = head_scores(model, tokens)  # (layers, heads) each
-    assert divmod(int(induction.argmax()), recipe.num_heads)[0] == 1
-    assert divmod(int(previous.argmax()), recipe.num_heads)[0] == 0
     uniform = uniform_attention(tokens.shape[1]).expand(len(tokens), 1, -1, -1)  # (batch, 1, T, T)
     chance_induction, chance_previous = induction_score(uniform, tokens).item(), previous_token_score(uniform).item()
-    assert induction[1].min().item() > 0.6 > 5 * chance_induction  # both layer-1 heads
-    assert previous[0].max().item() > 2 * chance_previous
-    assert previous[1].max().item() < chance_previous
-    assert induction[0].max().item() < 1.5 * chance_induction  # layer 0 holds no induction head
+    bound("layer 1's lowest induction score", induction[1].min().item(), at_least=0.6)  # both layer-1 heads
+    bound("5 × chance induction score", 5 * chance_induction, at_most=0.6)
+    bound("layer 0's top previous-token score / chance", previous[0].max().item() / chance_previous, at_least=2)
+    bound("layer 1's top previous-token score / chance", previous[1].max().item() / chance_previous, at_most=1)
+    # layer 0 holds no induction head
+    bound("layer 0's top induction score / chance", induction[0].max().item() / chance_induction, at_most=1.5)
     first_half = previous_token_score(attention_patterns(model, tokens)[0, :, :, :10, :10])  # layer 0, (heads,)
-    assert first_half.max().item() > 1.8 * previous_token_score(uniform[:, :, :10, :10]).item()
+    bound("layer 0's top previous-token score on the first half / chance",
+          first_half.max().item() / previous_token_score(uniform[:, :, :10, :10]).item(), at_least=1.8)
+    assert divmod(int(induction.argmax()), recipe.num_heads)[0] == 1
+    assert divmod(int(previous.argmax()), recipe.num_heads)[0] == 0
 
 
+@pytest.mark.trained
 def test_ablations_and_the_key_only_patch(trained):
     """The lesson's ablation and patching bounds on three seeds: every head matters; in layer 1 a pooled mean hurts
     more than a per-position one; layer 1's key input at position 4, alone, restores the corrupted prediction."""
@@ -152,8 +158,9 @@ def test_ablations_and_the_key_only_patch(trained):
             kept = half_losses(model(tokens), tokens)[1].item()
         with ablate_heads(model, [(layer, head)], "mean", pooled), torch.no_grad():
             mixed = half_losses(model(tokens), tokens)[1].item()
-        assert kept > intact + 0.2
-        assert layer == 0 or kept < mixed - 0.1
+        bound(f"head {layer}.{head} mean-ablated: loss rise", kept - intact, at_least=0.2)
+        if layer == 1:
+            bound(f"head {layer}.{head}: pooled minus per-position mean's loss", mixed - kept, at_least=0.1)
     clean = tokens[(tokens[:, :10] == tokens[:, 3:4]).sum(dim=1) == 1][:80]
     corrupted = clean.clone()
     corrupted[:, 3] = (clean[:, 3] + 1) % 64
@@ -161,10 +168,13 @@ def test_ablations_and_the_key_only_patch(trained):
     with torch.no_grad():
         ends = [torch.log_softmax(model(t)[:, 13], -1).gather(-1, target[:, None]).mean() for t in (clean, corrupted)]
     restored = (trace_projections(model, clean, corrupted, 1, 13, target) - ends[1]) / (ends[0] - ends[1])  # (3, T)
-    assert ends[1] < ends[0] - 2.0
-    assert restored[1, 4] > 0.8 and restored[0].max() < 0.2 and restored[2].max() < 0.2
+    bound("clean minus corrupted log-probability", (ends[0] - ends[1]).item(), at_least=2.0)
+    bound("key input at position 4: share restored", restored[1, 4].item(), at_least=0.8)
+    bound("query input: most restored anywhere", restored[0].max().item(), at_most=0.2)
+    bound("value input: most restored anywhere", restored[2].max().item(), at_most=0.2)
 
 
+@pytest.mark.trained
 def test_the_induction_score_rises_fastest_in_the_window_in_which_the_loss_drops(trained):
     """The lesson's phase change on three seeds: the repeated half's loss falls from 2.5 to 1.0 nats more than three
     times as fast per step as it fell before (a straight line fails this); layer 1's top induction score makes its
@@ -174,16 +184,21 @@ def test_the_induction_score_rises_fastest_in_the_window_in_which_the_loss_drops
     drop_start = phase_change_step(history.repeated_half, 2.5)
     drop_end = phase_change_step(history.repeated_half, 1.0)
     before, during = fall_per_step(history.repeated_half, 2.5, 1.0)
-    assert during > 3 * before
+    bound("loss fall per step during / before the drop", during / before, at_least=3)
     steps, induction = history.score_steps, history.last_layer_induction
     assert steps == list(range(0, recipe.steps + 1, recipe.score_every))
     gains = [induction[k + 1] - induction[k] for k in range(len(steps) - 1)]
-    assert drop_start < steps[1 + gains.index(max(gains))] < drop_end + recipe.score_every
+    largest_rise = steps[1 + gains.index(max(gains))]
+    bound("step of the largest induction rise after the drop's start", largest_rise - drop_start, at_least=1)
+    bound("step of the largest induction rise before the drop's end + a scoring interval",
+          drop_end + recipe.score_every - largest_rise, at_least=1)
     probe = probe_batch(recipe, seed=0)
     chance = previous_token_score(uniform_attention(probe.shape[1])[None, None]).item()
     previous = history.layer_0_previous
-    assert previous[drop_start // recipe.score_every] < chance + 0.1
-    assert previous[drop_end // recipe.score_every + 1] > 2 * chance
+    bound("previous-token score minus chance before the window", previous[drop_start // recipe.score_every] - chance,
+          at_most=0.1)
+    bound("previous-token score / chance after the window", previous[drop_end // recipe.score_every + 1] / chance,
+          at_least=2)
 
 
 def test_fall_per_step_tells_a_line_from_a_plateau_and_a_drop():
@@ -196,6 +211,7 @@ def test_fall_per_step_tells_a_line_from_a_plateau_and_a_drop():
     assert fall_per_step([4.0] * 50, 2.5, 1.0) is None
 
 
+@pytest.mark.trained
 def test_one_layer_cannot_copy(trained):
     """The control on three seeds: the same recipe and steps with one layer leaves the repeated half's loss far above
     the two-layer model's, no better than spreading the bet over the distinct tokens seen so far."""
@@ -205,5 +221,5 @@ def test_one_layer_cannot_copy(trained):
         one_layer = half_losses(control(tokens), tokens)[1].item()
     distinct = (~earlier_occurrences(tokens).any(-1)).cumsum(-1)  # (batch, T): distinct tokens among 0 … i
     seen_so_far = distinct[:, 10:-1].double().log().mean().item()
-    assert one_layer > two_layers + 1.5
-    assert one_layer > seen_so_far - 0.3
+    bound("one layer's minus two layers' loss", one_layer - two_layers, at_least=1.5)
+    bound("one layer's loss minus the distinct tokens' uniform bet", one_layer - seen_so_far, at_least=-0.3)

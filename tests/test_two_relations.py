@@ -4,6 +4,7 @@ key a query names), which two heads of width d_model/2 learn and one head of wid
 import pytest
 import torch
 
+from bounds import bound, bound_seeds
 from transformer_lib.two_relations import (
     TwoRelationsHistory,
     TwoRelationsTask,
@@ -30,13 +31,15 @@ def test_sizes_that_leave_no_task_are_clear_errors(sizes):
         TwoRelationsTask(**sizes)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.trained
+@pytest.mark.parametrize("seed", bound_seeds((0, 1, 2)))
 def test_two_heads_learn_both_relations_where_one_head_of_twice_the_width_cannot(seed):
     one_model, one = train_two_relations(num_heads=1, seed=seed)
     two_model, two = train_two_relations(num_heads=2, seed=seed)
     assert sum(p.numel() for p in one_model.parameters()) == sum(p.numel() for p in two_model.parameters())
-    assert two.both[-1] >= 0.95  # the bounds lesson 06 asserts
-    assert one.both[-1] <= 0.3 and one.previous[-1] >= 0.9
+    bound("two heads: both relations right", two.both[-1], at_least=0.95)  # the bounds lesson 06 asserts
+    bound("one head: both relations right", one.both[-1], at_most=0.3)
+    bound("one head: previous value right", one.previous[-1], at_least=0.9)
 
 
 def test_the_plot_draws_one_line_per_run_with_labels():
