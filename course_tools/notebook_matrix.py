@@ -6,7 +6,8 @@ A setting is a name and the environment variables that make it, e.g. PyTorch's p
 ``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``; ``COURSE_MOVE_LAST_BITS=1`` also moves the last bits of every matrix
 product (course_tools/last_bits.py). Each setting also gets its own empty checkpoint folder and model cache, so
 every run trains each model once, and no run loads a model that an earlier run, another library version or other
-kernels trained.
+kernels trained. The last setting's model cache may be one the caller names (``$COURSE_SHARED_MODEL_CACHE``): the
+test command's unit step, which computes in that same setting, then loads the models the lessons trained there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from . import CHECKPOINTS_VARIABLE, MODEL_CACHE_VARIABLE
 from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
 
 MATRIX_VARIABLE = "COURSE_NOTEBOOK_MATRIX"  # JSON: [[name, {variable: value}], ...], one per xdist worker
+SHARED_CACHE_VARIABLE = "COURSE_SHARED_MODEL_CACHE"  # a folder: the last setting's model cache, shared with the caller
 LEG_PROPERTY = "hardware setting"
 
 _leg_name = ""
@@ -45,13 +47,16 @@ def pytest_configure(config: pytest.Config) -> None:
     matrix = json.loads(os.environ.get(MATRIX_VARIABLE, "[]"))
     if not matrix or (len(matrix) > 1 and not hasattr(config, "workerinput")):
         return  # the xdist controller (or no matrix): its workers run the notebooks
-    name, variables = matrix[_worker_index(config)]
+    index = _worker_index(config)
+    name, variables = matrix[index]
     os.environ.update(variables)
     if variables.get(LAST_BITS_VARIABLE) == "1":  # the kernels' start-up hook must be on their PYTHONPATH too
         os.environ.update(with_last_bits_moved(os.environ))
     _checkpoints = tempfile.mkdtemp(prefix="course-checkpoints-")
     os.environ[CHECKPOINTS_VARIABLE] = _checkpoints
-    os.environ[MODEL_CACHE_VARIABLE] = os.path.join(_checkpoints, "model-cache")  # trained once per setting and run
+    shared = os.environ.get(SHARED_CACHE_VARIABLE) if index == len(matrix) - 1 else None
+    # Trained once per setting and run.
+    os.environ[MODEL_CACHE_VARIABLE] = shared or os.path.join(_checkpoints, "model-cache")
     _leg_name = describe(name, variables)
 
 
