@@ -176,10 +176,10 @@ def test_length_penalty_trades_total_for_length():
 
 
 @pytest.mark.trained
-@pytest.mark.parametrize("seed", bound_seeds((0, 1, 2)))
+@pytest.mark.parametrize("seed", bound_seeds((1,)))
 def test_beam_search_repairs_sentences_of_a_translator_stopped_early(seed):
-    """Lesson 10's bounds on three training seeds: the recipe stopped after 80 steps gets at most 80 % of 200 test
-    sentences right greedily, and beam search (4, Wu et al.'s α = 0.6) at least 4 % of them more."""
+    """Lesson 10's bounds on another training seed than the lesson's: the recipe stopped after 80 steps gets at most
+    80 % of 200 test sentences right greedily, and beam search (4, Wu et al.'s α = 0.6) at least 4 % of them more."""
     run = train_translation_model(TrainingConfig(steps=80, warmup_steps=40, seed=seed), device=torch.device("cpu"),
                                   progress=False)
     vocab = run.task.tgt_vocab

@@ -106,7 +106,7 @@ def test_attention_only_blocks_have_no_feed_forward():
     torch.testing.assert_close(block(x), x + block.self_attn(block.norm1(x))[0])
 
 
-SEEDS = bound_seeds((0, 1, 2))
+SEEDS = bound_seeds((1,))  # the lesson trains seed 0; `course.py bounds` seeds 0-4
 
 
 @pytest.fixture(scope="module", params=SEEDS)
@@ -122,7 +122,7 @@ def trained(request):
 
 @pytest.mark.trained
 def test_the_recipe_grows_an_induction_head_in_layer_1(trained):
-    """The lesson's claims on three seeds: the repeated half is learned, the first half is not, the head with the top
+    """The lesson's claims on other seeds: the repeated half is learned, the first half is not, the head with the top
     induction score sits in layer 1 and the top previous-token head in layer 0, each well above its chance level."""
     recipe, model, history, _, tokens = trained
     with torch.no_grad():
@@ -147,7 +147,7 @@ def test_the_recipe_grows_an_induction_head_in_layer_1(trained):
 
 @pytest.mark.trained
 def test_ablations_and_the_key_only_patch(trained):
-    """The lesson's ablation and patching bounds on three seeds: every head matters; in layer 1 a pooled mean hurts
+    """The lesson's ablation and patching bounds on other seeds: every head matters; in layer 1 a pooled mean hurts
     more than a per-position one; layer 1's key input at position 4, alone, restores the corrupted prediction."""
     _, model, _, _, tokens = trained
     with torch.no_grad():
@@ -176,7 +176,7 @@ def test_ablations_and_the_key_only_patch(trained):
 
 @pytest.mark.trained
 def test_the_induction_score_rises_fastest_in_the_window_in_which_the_loss_drops(trained):
-    """The lesson's phase change on three seeds: the repeated half's loss falls from 2.5 to 1.0 nats more than three
+    """The lesson's phase change on other seeds: the repeated half's loss falls from 2.5 to 1.0 nats more than three
     times as fast per step as it fell before (a straight line fails this); layer 1's top induction score makes its
     largest rise inside that window; layer 0's top previous-token score is within 0.1 of chance just before the
     window and above twice chance just after it."""
@@ -213,7 +213,7 @@ def test_fall_per_step_tells_a_line_from_a_plateau_and_a_drop():
 
 @pytest.mark.trained
 def test_one_layer_cannot_copy(trained):
-    """The control on three seeds: the same recipe and steps with one layer leaves the repeated half's loss far above
+    """The control on other seeds: the same recipe and steps with one layer leaves the repeated half's loss far above
     the two-layer model's, no better than spreading the bet over the distinct tokens seen so far."""
     _, model, _, control, tokens = trained
     with torch.no_grad():

@@ -1,5 +1,5 @@
 """Supervised fine-tuning (transformer_lib/sft.py): the instructions and their template, the response mask, and the
-trained claims lesson 15 asserts, on 3 seeds of its recipes."""
+trained claims lesson 15 asserts, on other seeds of its recipes than the lesson's."""
 
 from dataclasses import replace
 
@@ -93,8 +93,8 @@ def test_greedy_answers_stop_at_the_end_character_and_agree_with_answer_probabil
 
 
 @pytest.mark.trained
-@pytest.mark.parametrize("seed", bound_seeds((0, 1, 2)))
-def test_the_lessons_claims_hold_on_three_seeds(seed):
+@pytest.mark.parametrize("seed", bound_seeds((1,)))
+def test_the_lessons_claims_hold_on_other_seeds(seed):
     """Held-out exact match after full fine-tuning at least 50 points above the base's, and at least 10 above the
     same recipe's from a random initialisation; LoRA (at most 5 % of the parameters trained) within 10 points of it;
     the merged LoRA model computes what the unmerged one does; both runs' loss on the original text measured, and
