@@ -1,12 +1,13 @@
 """Train lesson 11's character-level GPT for longer, on Python's documentation, and measure it on the held-out split.
 
-The sizes of the measurement in the course's notes: 4 blocks of width 128, 4 heads, context 64, batch 12, AdamW at
-1e-3. A fixed, seeded number of steps (not a time budget), so every run trains the same model on one machine; the
-wall time is what varies. Goals on 2 CPU cores: a held-out loss of at most 1.5 nats per character within 60 s, and
-a training step at least as fast as nanoGPT's model of the same sizes. nanoGPT is not a dependency, so the second is
-measured against ``ReferenceGPT`` below: nanoGPT's model written with PyTorch's own modules (``nn.LayerNorm``, one fused
-q/k/v projection, ``F.scaled_dot_product_attention(is_causal=True)``, GELU), timed in the same run on the same
-batches, in alternating rounds. "At least as fast" allows 5 %: the median step rates of two identical models differ
+The sizes of the measurement in the course's notes, which are also the course's yardstick (``transformer_lib.speed``,
+one definition for both): 4 blocks of width 128, 4 heads, context 64, batch 12, AdamW at 1e-3. A fixed, seeded number
+of steps (not a time budget), so every run trains the same model on one machine; the wall time is what varies. Goals
+on 2 CPU cores: a held-out loss of at most 1.5 nats per character within 60 s, and a training step at least as fast as
+nanoGPT's model of the same sizes. nanoGPT is not a dependency, so the second is measured against ``ReferenceGPT``
+below: nanoGPT's model written with PyTorch's own modules (``nn.LayerNorm``, one fused q/k/v projection,
+``F.scaled_dot_product_attention(is_causal=True)``, GELU), timed in the same run on the same batches, in alternating
+rounds. "At least as fast" allows 5 %: the median step rates of two identical models differ
 by about that much from run to run on a shared machine.
 
 Last line: ``val_loss=<held-out loss> seconds=<training wall time> steps_per_s=<training steps per second>
@@ -36,7 +37,9 @@ from transformer_lib import (
     set_seed,
     train_gpt,
     train_valid_split,
+    yardstick_config,
 )
+from transformer_lib.speed import YARDSTICK_BATCH_SIZE, YARDSTICK_LR
 
 
 class ReferenceBlock(nn.Module):
@@ -79,7 +82,7 @@ class ReferenceGPT(nn.Module):
 
 def steps_per_second(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Training steps per second (AdamW, as ``train_gpt``) over ``batches`` of (inputs, targets)."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=YARDSTICK_LR)
     start = time.perf_counter()
     for inputs, targets in batches:
         logits = model(inputs)  # (batch, T, V)
@@ -93,7 +96,7 @@ def steps_per_second(model: nn.Module, batches: list[tuple[torch.Tensor, torch.T
 def speed_vs_reference(config: GPTConfig, data: torch.Tensor, rounds: int, steps: int, device: torch.device) -> float:
     """Median over alternating rounds of (our GPT's step rate) / (the reference's), on the same batches."""
     generator = torch.Generator().manual_seed(0)
-    batches = [tuple(t.to(device) for t in random_windows(data, config.block_size, 12, generator))
+    batches = [tuple(t.to(device) for t in random_windows(data, config.block_size, YARDSTICK_BATCH_SIZE, generator))
                for _ in range(steps)]
     ours, reference = GPT(config).to(device), ReferenceGPT(config).to(device)
     steps_per_second(ours, batches[:5]), steps_per_second(reference, batches[:5])  # warm up both
@@ -115,15 +118,15 @@ def main() -> None:
     train, valid = train_valid_split(tokenizer.encode(text), valid_fraction=0.1)
     device = get_device()
     set_seed(args.seed)
-    config = GPTConfig(len(tokenizer), block_size=64, d_model=128, num_heads=4, num_layers=4, d_ff=512)
+    config = yardstick_config(len(tokenizer))
     model = GPT(config).to(device)
-    history = train_gpt(model, train, steps, batch_size=12, lr=1e-3, seed=args.seed)
+    history = train_gpt(model, train, steps, batch_size=YARDSTICK_BATCH_SIZE, lr=YARDSTICK_LR, seed=args.seed)
     val_loss = evaluate_lm_loss(model, valid, config.block_size, windows=eval_windows)
     bigram = baseline_losses(train, valid, len(tokenizer))["bigram"]
     relative_speed = speed_vs_reference(config, train, rounds=1 if args.quick else 5, steps=5 if args.quick else 60,
                                         device=device)
 
-    print(f"{steps} steps, batch 12, {config.num_layers} blocks of width {config.d_model}, context "
+    print(f"{steps} steps, batch {YARDSTICK_BATCH_SIZE}, {config.num_layers} blocks of width {config.d_model}, context "
           f"{config.block_size}, on {device}; held-out loss of the bigram baseline {bigram:.3f}")
     goal_met = val_loss <= 1.5 and history.seconds <= 60 and relative_speed >= 0.95
     print(f"val_loss={val_loss:.3f} seconds={history.seconds:.1f} steps_per_s={steps / history.seconds:.1f} "

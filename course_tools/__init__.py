@@ -19,3 +19,8 @@ REPOSITORY_BRANCH = "main"
 # to as a JSON line; `python3 course.py bounds` sets both for every kernel setting and tabulates the margins.
 BOUND_SEEDS_VARIABLE = "COURSE_BOUND_SEEDS"
 BOUNDS_FILE_VARIABLE = "COURSE_BOUNDS_FILE"
+# Time budgets at the reference machine's speed (transformer_lib.speed.REFERENCE_STEPS_PER_S steps/s of the yardstick):
+# a lesson run in course order (the models earlier lessons trained already cached), and one opened first (an empty
+# model cache and checkpoint folder).
+LESSON_BUDGET_S = 45.0
+FIRST_OPEN_BUDGET_S = 90.0

@@ -2,11 +2,12 @@
 
 Run it when a lesson prints a number that differs from the one stored in the notebook, or before a class. It prints
 the system, Python, torch and every package pinned in requirements.txt against its pin, the CPU, PyTorch's CPU
-kernels, BLAS and thread count, the environment variables that change results, and, for every device available (the
-CPU, CUDA, Apple's MPS), the checks of ``transformer_lib.device_check``: each building block in float32 on the device
-against float64 on the CPU. Exit status 0 when every check passes, 1 when one fails (with what to do) or when
-TRANSFORMER_LIB_DEVICE names a device the lessons cannot use; a package that differs from its pin is flagged but
-does not fail.
+kernels, BLAS and thread count, its speed on the course's yardstick (the GPT benchmark's model; times in the README
+and lessons are stated at the reference machine's speed), the environment variables that change results, and, for
+every device available (the CPU, CUDA, Apple's MPS), the checks of ``transformer_lib.device_check``: each building
+block in float32 on the device against float64 on the CPU. Exit status 0 when every check passes, 1 when one fails
+(with what to do) or when TRANSFORMER_LIB_DEVICE names a device the lessons cannot use; a package that differs from
+its pin is flagged but does not fail.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import torch
 
 from transformer_lib.device import DEVICE_ENV_VAR, get_device
 from transformer_lib.device_check import DeviceCheckResult, DeviceTarget, check_device
+from transformer_lib.speed import REFERENCE_STEPS_PER_S, machine_speed
 
-from . import ROOT
+from . import LESSON_BUDGET_S, ROOT
 
 REQUIREMENTS = ROOT / "requirements.txt"
 # Variables that change which kernels run, on how many threads, or on which device: each can change the last digits.
@@ -126,6 +128,15 @@ def advice(target: DeviceTarget) -> list[str]:
     return lines
 
 
+def speed_lines(steps_per_s: float) -> list[str]:
+    """The machine's speed on the yardstick, and what a lesson's budget at the reference machine means here."""
+    here = LESSON_BUDGET_S * REFERENCE_STEPS_PER_S / steps_per_s
+    reference = f"{REFERENCE_STEPS_PER_S:g}"
+    return [f"speed        {steps_per_s:.1f} steps/s of the GPT benchmark's model (the reference machine: {reference}; "
+            f"times in the README and lessons are stated at {reference})",
+            f"             a lesson that takes {LESSON_BUDGET_S:g} s at the reference takes about {here:.0f} s here"]
+
+
 def report_device(target: DeviceTarget, results: Iterable[DeviceCheckResult]) -> bool:
     """Print one device's checks, one line each, and the advice when one failed; True when all passed."""
     results = list(results)
@@ -151,6 +162,8 @@ def main(argv: list[str]) -> int:
     print(f"cpu kernels  {torch.backends.cpu.get_cpu_capability()} (torch.backends.cpu.get_cpu_capability())")
     print(f"blas         {blas_description()}")
     print(f"threads      {torch.get_num_threads()} (torch.get_num_threads(); {os.cpu_count()} logical cores)")
+    for line in speed_lines(machine_speed()):
+        print(line)
     print("environment variables that change results:")
     for name in RESULT_VARIABLES:
         print(f"  {name:<22} {os.environ.get(name, '(unset)')}")

@@ -8,6 +8,9 @@ import nbformat
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 KEPT_CELL_METADATA = ("tags", "exercise")
+# The notebook's metadata key for its stored run: {"steps_per_s": the machine's speed on the yardstick
+# (transformer_lib.speed) just before, "seconds": the run's wall time}; written by `course.py execute`.
+RUN_KEY = "course"
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
@@ -15,14 +18,24 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 
 
 def clean_metadata(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop widget state, timings and machine-specific metadata; keep cell tags and exercise points."""
-    nb.metadata = nbformat.from_dict({"kernelspec": KERNELSPEC, "language_info": {"name": "python"}})
+    """Drop widget state, timings and machine-specific metadata; keep the stored run's record (``RUN_KEY``), cell tags
+    and exercise points."""
+    run = {RUN_KEY: nb.metadata[RUN_KEY]} if RUN_KEY in nb.metadata else {}
+    nb.metadata = nbformat.from_dict({"kernelspec": KERNELSPEC, "language_info": {"name": "python"}, **run})
     for cell in nb.cells:
         cell.metadata = nbformat.from_dict({k: cell.metadata[k] for k in KEPT_CELL_METADATA if k in cell.metadata})
     return nb
 
 
+def with_run(nb: nbformat.NotebookNode, steps_per_s: float, seconds: float) -> nbformat.NotebookNode:
+    """Record the run whose outputs ``nb`` stores: the machine's speed on the yardstick and the run's seconds."""
+    nb.metadata[RUN_KEY] = {"steps_per_s": round(steps_per_s, 1), "seconds": round(seconds, 1)}
+    return nb
+
+
 def clear_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop every output, execution count and the record of the run that made them."""
+    nb.metadata.pop(RUN_KEY, None)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []

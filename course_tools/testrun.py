@@ -12,11 +12,14 @@ import threading
 import time
 from pathlib import Path
 
+from transformer_lib.speed import REFERENCE_STEPS_PER_S, at_reference
+
 from . import MODEL_CACHE_VARIABLE, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
 from .notebook_matrix import MATRIX_VARIABLE, describe
 from .system_packages import install_missing_on_ci
 from .timing import TIMING_VARIABLE, notebook_table, read_timing, slowest
+from .yardstick import mean_speed, measured_speed, speed_lines
 
 STEPS = ("lint", "notebooks", "unit")  # the order they run in
 MAX_UNIT_WORKERS = 4  # each worker imports torch and starts kernels: more rarely pays on a laptop
@@ -116,9 +119,39 @@ def announce(name: str, command: list[str], beside: bool = False) -> None:
               "CPU's BLAS may round them", flush=True)
 
 
-def print_timing(scratch: Path) -> None:
-    """Where the time went, after the summary: every notebook's seconds, then the slowest unit tests."""
-    notebooks = notebook_table(read_timing(scratch / "notebooks-timing.json"))
+def children_cpu_seconds() -> float | None:
+    """User plus system CPU seconds of this process's finished children (and theirs), or None where the ``resource``
+    module is missing (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_line(cpu_seconds: float, steps_per_s: float) -> str:
+    """The run's CPU time, here and at the reference machine's speed."""
+    return (f"CPU time of the run: {cpu_seconds:.1f} s (user + system of every step's processes), "
+            f"{at_reference(cpu_seconds, steps_per_s):.1f} s at {REFERENCE_STEPS_PER_S:g} steps/s")
+
+
+def report_speed(before: float, after: float, cpu_seconds: float | None) -> float:
+    """Print the yardstick's measurements before and after the steps and the run's CPU time; return the speed the
+    run's times are stated with at the reference machine's (the mean of the two)."""
+    steps_per_s = mean_speed(before, after)
+    print()
+    for line in speed_lines(before, after, when=("before the steps", "after them")):
+        print(f"[course] {line}")
+    if cpu_seconds is not None:
+        print(f"[course] {cpu_line(cpu_seconds, steps_per_s)}")
+    return steps_per_s
+
+
+def print_timing(scratch: Path, steps_per_s: float | None = None) -> None:
+    """Where the time went, after the summary: every notebook's seconds (with the machine's speed, also at the
+    reference machine's), then the slowest unit tests."""
+    notebooks = notebook_table(read_timing(scratch / "notebooks-timing.json"), steps_per_s)
     if notebooks:
         print("\n[course] seconds per notebook (kernel start and every cell)")
         for line in notebooks:
@@ -157,8 +190,19 @@ class Step:
         return code, time.perf_counter() - self.started
 
 
+def yardstick_environment() -> dict[str, str]:
+    """The environment of the notebook step's first setting (the native kernels, unless the caller set their own), in
+    which the yardstick is measured."""
+    return {**os.environ, **notebook_matrix()[0][1]}
+
+
 def run_steps(args: argparse.Namespace, scratch: Path) -> int:
     steps = {name: spec for name, spec in step_commands(args, scratch).items() if not args.only or name in args.only}
+    # The yardstick before any step and after the last, on a machine this run does not load: the notebooks' seconds
+    # and the run's CPU time are then also stated at the reference machine's speed.
+    timed = "notebooks" in steps or "unit" in steps
+    speed_before = measured_speed(yardstick_environment()) if timed else None
+    cpu_before = children_cpu_seconds()
     # On CI the unit step may need Chromium and bubblewrap installed: that happens while the notebook step runs.
     packages = threading.Thread(target=install_missing_on_ci)
     site_environment = threading.Thread(target=prepare_site_environment)  # beside the notebook step too
@@ -197,12 +241,16 @@ def run_steps(args: argparse.Namespace, scratch: Path) -> int:
     if notebooks is not None:
         results["notebooks"] = notebooks.finish()
 
+    cpu_seconds = None if cpu_before is None else children_cpu_seconds() - cpu_before
+    speed_after = measured_speed(yardstick_environment()) if timed else None
+
     print("\n[course] summary")
     for name, (code, seconds) in results.items():
         print(f"[course]   {'passed' if code == 0 else 'FAILED'}  {name:10} {seconds:6.1f} s")
     failed = [name for name, (code, _) in results.items() if code != 0]
     print(f"[course] {'all checks passed' if not failed else 'failed: ' + ', '.join(failed)} (device {args.device})")
-    print_timing(scratch)
+    steps_per_s = report_speed(speed_before, speed_after, cpu_seconds) if timed else None
+    print_timing(scratch, steps_per_s)
     return 1 if failed else 0
 
 

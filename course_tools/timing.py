@@ -32,17 +32,28 @@ def pytest_runtest_logreport(report) -> None:
     _seconds[leg_of(report)][item_name(report.nodeid)] += report.duration
 
 
-def notebook_table(seconds: dict[str, dict[str, float]]) -> list[str]:
-    """Lines of a table: one row per notebook, one column per setting, and the totals."""
+def notebook_table(seconds: dict[str, dict[str, float]], steps_per_s: float | None = None) -> list[str]:
+    """Lines of a table: one row per notebook, one column per setting, and the totals; given this machine's speed on
+    the yardstick (``transformer_lib.speed``), also a column per setting with its seconds at the reference's speed."""
     legs = sorted(leg for leg, table in seconds.items() if any(item.endswith(".ipynb") for item in table))
     if not legs:
         return []
     lines = [f"  [{index}] {leg or 'this machine'}" for index, leg in enumerate(legs, start=1)]
-    lines.append("".join(f"{f'[{i}]':>8}" for i in range(1, len(legs) + 1)) + "  notebook")
     paths = sorted({path for leg in legs for path in seconds[leg] if path.endswith(".ipynb")})
-    for path in paths:
-        lines.append("".join(f"{seconds[leg].get(path, 0.0):8.1f}" for leg in legs) + f"  {path}")
-    lines.append("".join(f"{sum(seconds[leg].values()):8.1f}" for leg in legs) + "  in all")
+    columns = {f"[{index}]": [seconds[leg].get(path, 0.0) for path in paths] + [sum(seconds[leg].values())]
+               for index, leg in enumerate(legs, start=1)}
+    if steps_per_s is not None:
+        from transformer_lib.speed import REFERENCE_STEPS_PER_S, at_reference  # torch: not in every pytest process
+
+        reference = f"{REFERENCE_STEPS_PER_S:g}"
+        lines.append(f"  [i] at {reference}: setting i's seconds at the reference machine's speed, {reference} "
+                     f"steps/s of the yardstick (this machine: {steps_per_s:.1f})")
+        columns |= {f"{label} at {reference}": [at_reference(value, steps_per_s) for value in values]
+                    for label, values in columns.items()}
+    widths = {label: max(8, len(label) + 2) for label in columns}
+    lines.append("".join(f"{label:>{widths[label]}}" for label in columns) + "  notebook")
+    for row, name in enumerate([*paths, "in all"]):
+        lines.append("".join(f"{values[row]:{widths[label]}.1f}" for label, values in columns.items()) + f"  {name}")
     return lines
 
 

@@ -1,11 +1,12 @@
-"""The device checks pass on the CPU and catch a faulty device; `course.py doctor` reports versions, the CPU and every
-check, gives advice and exits non-zero when a device fails."""
+"""The device checks pass on the CPU and catch a faulty device; `course.py doctor` reports versions, the CPU, its speed
+on the yardstick and every check, gives advice and exits non-zero when a device fails."""
 
 import re
 import subprocess
 import sys
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from course_tools import ROOT, doctor
@@ -36,6 +37,12 @@ class FakeMPS(OffByOneThousandth):
 
     def send(self, x):
         return x.to("cpu")
+
+
+@pytest.fixture(autouse=True)
+def yardstick_of_30_steps_per_s(monkeypatch):
+    """The doctor's runs here report a machine twice the reference's speed (the yardstick is tested in test_speed)."""
+    monkeypatch.setattr(doctor, "machine_speed", lambda: 30.0)
 
 
 def test_every_check_passes_on_the_cpu_with_a_wide_margin():
@@ -107,6 +114,9 @@ def test_a_healthy_run_prints_every_check_and_exits_0(monkeypatch, capsys):
     assert f"torch        {torch.__version__}\n" in out
     assert f"cpu kernels  {torch.backends.cpu.get_cpu_capability()} " in out
     assert f"threads      {torch.get_num_threads()} " in out
+    assert ("speed        30.0 steps/s of the GPT benchmark's model (the reference machine: 15; times in the README "
+            "and lessons are stated at 15)\n"
+            "             a lesson that takes 45 s at the reference takes about 22 s here\n") in out
     assert "  OMP_NUM_THREADS        2\n" in out and f"  {DEVICE_ENV_VAR} cpu\n" in out
     assert "lessons use  cpu " in out
     assert out.rstrip().endswith("[course] doctor: every device check passed")
@@ -117,6 +127,11 @@ def test_a_device_variable_the_lessons_cannot_use_fails(monkeypatch, capsys):
     monkeypatch.setenv(DEVICE_ENV_VAR, "gpu")
     assert doctor.main([]) == 1
     assert "lessons use  nothing: TRANSFORMER_LIB_DEVICE='gpu' is not a device name" in capsys.readouterr().out
+
+
+def test_the_speed_says_what_a_lessons_budget_takes_here():
+    [_, slow] = doctor.speed_lines(7.5)  # half the reference's speed
+    assert slow.endswith("a lesson that takes 45 s at the reference takes about 90 s here")
 
 
 def test_packages_that_differ_or_are_missing_are_reported(monkeypatch, tmp_path):

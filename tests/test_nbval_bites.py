@@ -15,6 +15,7 @@ import pytest
 from course_tools.execute import execute_notebook
 from course_tools.notebook_matrix import describe
 from course_tools.testrun import NATIVE, PORTABLE, notebook_command
+from transformer_lib import REFERENCE_STEPS_PER_S
 
 ROBUST = ["print(sum(range(10)))",
           "import torch\nprint(f'{torch.tensor([0.1, 0.2], dtype=torch.float64).sum().item():.3f}')"]
@@ -29,7 +30,7 @@ def stored_notebook(folder, sources: list[str]):
     folder.mkdir()
     path = folder / "tiny.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources]), path)
-    execute_notebook(path)
+    execute_notebook(path, steps_per_s=REFERENCE_STEPS_PER_S)  # the speed is not what this tests
     return path
 
 

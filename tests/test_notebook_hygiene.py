@@ -5,7 +5,7 @@ import re
 import pytest
 
 from course_files import EXECUTED, EXERCISES, LESSONS, short
-from course_tools.notebook_files import KEPT_CELL_METADATA, KERNELSPEC, read_notebook
+from course_tools.notebook_files import KEPT_CELL_METADATA, KERNELSPEC, RUN_KEY, read_notebook
 
 
 def test_the_course_has_lessons_and_solutions():
@@ -31,7 +31,13 @@ def test_outputs_come_from_one_clean_run(path):
 def test_no_noisy_metadata(path):
     nb = read_notebook(path)
     assert "widgets" not in nb.metadata, "widget state stored in the notebook"
-    assert dict(nb.metadata) == {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    metadata = dict(nb.metadata)
+    run = metadata.pop(RUN_KEY, None)  # the stored run's speed and seconds (tests/test_stored_times.py)
+    assert metadata == {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    if path in EXERCISES:
+        assert run is None, "an exercise notebook stores no outputs, so no run"
+    else:
+        assert run is None or set(run) == {"steps_per_s", "seconds"}, f"unexpected run record {run}"
     for index, cell in enumerate(nb.cells):
         extra = set(cell.metadata) - set(KEPT_CELL_METADATA)
         assert not extra, f"cell {index} carries metadata {sorted(extra)}"

@@ -1,5 +1,6 @@
-"""The test command's own machinery: where the time went is printed after the summary, and with --beside the unit step
-runs beside the notebook step with its output shown in one piece after the notebooks'."""
+"""The test command's own machinery: where the time went is printed after the summary, also at the reference machine's
+speed, and with --beside the unit step runs beside the notebook step with its output shown in one piece after the
+notebooks'."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from course_tools import testrun
 from course_tools.timing import TIMING_VARIABLE, notebook_table, slowest
+from course_tools.yardstick import speed_lines
 
 SLOW_AND_FAST = """
 import time
@@ -50,6 +52,34 @@ def test_the_notebook_table_has_a_column_per_setting_and_totals():
     assert notebook_table({"": {"tests/test_x.py::test_y": 1.0}}) == []  # unit tests make no notebook table
 
 
+def test_with_the_machines_speed_the_table_adds_each_settings_seconds_at_the_reference():
+    seconds = {"native": {"notebooks/01.ipynb": 2.0, "notebooks/02.ipynb": 3.5},
+               "portable": {"notebooks/01.ipynb": 4.0, "notebooks/02.ipynb": 1.0}}
+    lines = notebook_table(seconds, steps_per_s=30.0)  # twice the reference's speed: twice the seconds there
+    assert lines[2] == ("  [i] at 15: setting i's seconds at the reference machine's speed, 15 steps/s of the "
+                        "yardstick (this machine: 30.0)")
+    assert lines[3].split() == ["[1]", "[2]", "[1]", "at", "15", "[2]", "at", "15", "notebook"]
+    assert lines[4].split() == ["2.0", "4.0", "4.0", "8.0", "notebooks/01.ipynb"]
+    assert lines[-1].split() == ["5.5", "5.0", "11.0", "10.0", "in", "all"]
+    assert lines[3].index("[2] at 15") + len("[2] at 15") == lines[4].index("8.0") + len("8.0")  # aligned
+
+
+def test_two_measurements_far_apart_say_the_machine_was_busy():
+    [quiet] = speed_lines(30.0, 33.0)  # 10 % apart
+    assert quiet == ("yardstick: 30.0 steps/s before, 33.0 after; times at 15 steps/s (the reference machine) use "
+                     "their mean, 31.5")
+    _, warning = speed_lines(30.0, 40.0)  # 33 % apart
+    assert warning == ("the two measurements differ by more than 25%: the machine was busy, and the times scaled to "
+                       "the reference are unreliable")
+    assert len(speed_lines(40.0, 30.0)) == 2  # either way round
+
+
+def test_the_runs_cpu_time_is_also_stated_at_the_reference():
+    assert testrun.cpu_line(600.0, 7.5) == ("CPU time of the run: 600.0 s (user + system of every step's processes), "
+                                            "300.0 s at 15 steps/s")
+    assert testrun.children_cpu_seconds() >= 0  # POSIX: resource.getrusage; None only where it is missing
+
+
 def fake_steps(scratch, notebook_code: str, unit_code: str):
     """Each step a tiny Python program that writes its timing file as the real ones do."""
     def step(code: str, name: str, item: str):
@@ -66,6 +96,8 @@ def fake_steps(scratch, notebook_code: str, unit_code: str):
 def quiet_helpers(monkeypatch):
     monkeypatch.setattr(testrun, "install_missing_on_ci", lambda: None)
     monkeypatch.setattr(testrun, "prepare_site_environment", lambda: None)
+    speeds = iter([30.0, 36.0])  # before the steps and after them
+    monkeypatch.setattr(testrun, "measured_speed", lambda env: next(speeds))
 
 
 @pytest.mark.parametrize("beside", [True, False])
@@ -86,6 +118,10 @@ def test_steps_beside_or_in_turn_print_in_order_and_report_every_step(quiet_help
         assert f"passed  {step}" in out
     summary = out[out.index("[course] summary"):]
     assert "notebooks/07_demo.ipynb" in summary and "tests/test_demo.py::test_it" in summary  # after the summary
+    assert "[course] yardstick: 30.0 steps/s before the steps, 36.0 after them; times at 15 steps/s" in summary
+    assert "the machine was busy" not in summary  # 20 % apart
+    assert "[course] CPU time of the run: " in summary
+    assert "[1] at 15" in summary  # the notebook's seconds at the reference, with the mean speed, 33.0
 
 
 def test_a_failing_unit_step_beside_the_notebooks_fails_the_run(quiet_helpers, monkeypatch, tmp_path, capfd):

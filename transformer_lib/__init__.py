@@ -11,7 +11,8 @@ retrieval (03), positions (04), masks (05), multi_head and torch_interop (06), l
 training, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and
 losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama
 (12), induction and interpret (13), speculative, quantization and distributed (14; distributed is imported from its
-module, not re-exported here), sft and lora (15), preferences, dpo and rl (16).
+module, not re-exported here), sft and lora (15), preferences, dpo and rl (16). Beside the lessons, speed is the
+course's yardstick: how fast this machine trains the GPT benchmark's model, to state times at the reference speed.
 """
 
 from .attention import (
@@ -231,6 +232,7 @@ from .speculative import (
     speculative_generate,
     speculative_token_distribution,
 )
+from .speed import REFERENCE_STEPS_PER_S, at_reference, machine_speed, yardstick_config
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
     LMHistory,
@@ -495,4 +497,9 @@ __all__ = [
     "rl_tuned",
     "sample_responses",
     "train_rl",
+    # the yardstick: this machine's speed, and times stated at the reference machine's
+    "REFERENCE_STEPS_PER_S",
+    "at_reference",
+    "machine_speed",
+    "yardstick_config",
 ]
