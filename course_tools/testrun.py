@@ -16,7 +16,7 @@ from transformer_lib.speed import REFERENCE_STEPS_PER_S, at_reference
 
 from . import MODEL_CACHE_VARIABLE, NOTEBOOKS_DIR, ROOT, SOLUTIONS_DIR
 from .last_bits import LAST_BITS_VARIABLE, with_last_bits_moved
-from .notebook_matrix import MATRIX_VARIABLE, describe
+from .notebook_matrix import MATRIX_VARIABLE, SHARED_CACHE_VARIABLE, describe
 from .system_packages import install_missing_on_ci
 from .timing import TIMING_VARIABLE, notebook_table, read_timing, slowest
 from .yardstick import mean_speed, measured_speed, speed_lines
@@ -55,18 +55,34 @@ def notebook_matrix(environ: dict[str, str] = os.environ) -> list[tuple[str, dic
     return [("as you set it", chosen)] if chosen else [NATIVE, PORTABLE]
 
 
-def notebook_command(paths: list[str], matrix: list[tuple[str, dict[str, str]]]) -> tuple[list[str], dict[str, str]]:
-    """The pytest command and environment that validate ``paths`` with nbval once per setting of ``matrix``."""
+def notebook_command(paths: list[str], matrix: list[tuple[str, dict[str, str]]],
+                     shared_cache: Path | None = None) -> tuple[list[str], dict[str, str]]:
+    """The pytest command and environment that validate ``paths`` with nbval once per setting of ``matrix``; the last
+    setting keeps its trained models in ``shared_cache`` when given (course_tools/notebook_matrix.py)."""
     command = [
         sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "--nbval-cell-timeout", "600",
         "--nbval-sanitize-with", str(ROOT / "course_tools" / "nbval_sanitize.cfg"),
         "-p", "course_tools.notebook_matrix", "-p", "course_tools.timing", "-p", "no:cacheprovider", "-q",
     ]
     env = {**os.environ, MATRIX_VARIABLE: json.dumps(matrix)}
+    if shared_cache is not None:
+        env[SHARED_CACHE_VARIABLE] = str(shared_cache)
     if len(matrix) > 1:  # one xdist worker per setting, each running every notebook, each from a clean slate
         command += ["-n", str(len(matrix)), "--dist", "each"]
         env = {name: value for name, value in env.items() if name not in HARDWARE_VARIABLES}
     return [*command, *paths], env
+
+
+def unit_environment(model_cache: Path) -> dict[str, str]:
+    """The unit step computes in the notebook step's last setting (portable kernels, one thread, last bits moved,
+    unless the caller chose a setting) and shares that setting's model cache: a model a lesson trained there (lesson
+    11's character GPT, the start of lessons 15-16, ...) loads in the tests instead of being trained again. One
+    thread per worker: the tests' tensors are small, and more threads than cores only wait on each other. Every
+    matrix product's last bits are moved (course_tools/last_bits.py), so a test that compares two code paths bit for
+    bit fails here as it would on another CPU."""
+    _, variables = notebook_matrix()[-1]
+    return with_last_bits_moved({**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **variables,
+                                 MODEL_CACHE_VARIABLE: str(model_cache)})
 
 
 def unit_workers() -> int:
@@ -82,16 +98,12 @@ def step_commands(args: argparse.Namespace, scratch: Path) -> dict[str, tuple[li
     notebook_dirs = args.notebook or [str(NOTEBOOKS_DIR.relative_to(ROOT)), str(SOLUTIONS_DIR.relative_to(ROOT))]
     commands = {
         "lint": ([python, "-m", "ruff", "check", "."], dict(os.environ)),
-        # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server),
-        # each worker on one thread: the tests' tensors are small, and more threads than cores only wait on each other.
+        # Spread over the cores, a test module per worker (modules share fixtures such as the JupyterLab server).
         # -rs: each skipped part says why in one line (no sandbox off Linux, no Chromium, ...).
-        # With every matrix product's last bits moved (course_tools/last_bits.py): a test that compares two code
-        # paths bit for bit fails here as it would on another CPU.
         "unit": ([python, "-m", "pytest", "tests", "-q", "-rs", "-p", "no:cacheprovider", "-p", "course_tools.timing",
                   "-n", str(unit_workers()), "--dist", "loadfile", *args.pytest_args],
-                 with_last_bits_moved({**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-                                       MODEL_CACHE_VARIABLE: str(scratch / "model-cache")})),
-        "notebooks": notebook_command(notebook_dirs, notebook_matrix()),
+                 unit_environment(scratch / "model-cache")),
+        "notebooks": notebook_command(notebook_dirs, notebook_matrix(), shared_cache=scratch / "model-cache"),
     }
     for name, (_, env) in commands.items():
         env[TIMING_VARIABLE] = str(scratch / f"{name}-timing.json")

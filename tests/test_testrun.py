@@ -137,3 +137,24 @@ def test_the_unit_step_has_a_worker_more_than_the_cores(monkeypatch):
     assert testrun.unit_workers() == 3
     monkeypatch.setattr(testrun.os, "cpu_count", lambda: 16)
     assert testrun.unit_workers() == testrun.MAX_UNIT_WORKERS
+
+
+SETTING_KEY = ("import torch; from transformer_lib.model_cache import setting_key; "
+               "print(setting_key(torch.device('cpu')))")
+
+
+def test_the_unit_step_computes_in_the_notebook_steps_last_setting_and_shares_its_model_cache(tmp_path, monkeypatch):
+    """The key under which a recipe stores a trained model is the same in a unit-test worker and in the notebook
+    step's portable setting, and both point at one cache folder: a model a lesson trained there loads in the tests."""
+    for name in testrun.HARDWARE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    cache = tmp_path / "model-cache"
+    unit = testrun.unit_environment(cache)
+    _, notebooks = testrun.notebook_command(["notebooks"], testrun.notebook_matrix(), shared_cache=cache)
+    assert unit["TRANSFORMER_LIB_CACHE"] == notebooks["COURSE_SHARED_MODEL_CACHE"] == str(cache)
+    _, portable = testrun.notebook_matrix()[-1]
+    assert portable == testrun.PORTABLE[1]
+    kernel = testrun.with_last_bits_moved({**notebooks, **portable})  # what notebook_matrix.py gives that worker
+    keys = [subprocess.run([sys.executable, "-c", SETTING_KEY], env=env, capture_output=True, text=True,
+                           check=True).stdout for env in (unit, kernel)]
+    assert keys[0] == keys[1] and "'cpu kernels': 'DEFAULT'" in keys[0]
