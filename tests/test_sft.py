@@ -95,10 +95,11 @@ def test_greedy_answers_stop_at_the_end_character_and_agree_with_answer_probabil
 @pytest.mark.trained
 @pytest.mark.parametrize("seed", bound_seeds((1,)))
 def test_the_lessons_claims_hold_on_other_seeds(seed):
-    """Held-out exact match after full fine-tuning at least 50 points above the base's, and at least 10 above the
-    same recipe's from a random initialisation; LoRA (at most 5 % of the parameters trained) within 10 points of it;
-    the merged LoRA model computes what the unmerged one does; both runs' loss on the original text measured, and
-    risen above the character frequencies' (the unigram's)."""
+    """Held-out exact match after full fine-tuning at least 50 points above the base's; the same recipe from a random
+    initialisation, on the same batches, at least 1.5 times the training loss over the last 100 steps; LoRA (at most
+    5 % of the parameters trained) within 10 points of full fine-tuning; the merged LoRA model computes what the
+    unmerged one does; both runs' loss on the original text measured, and risen above the character frequencies'
+    (the unigram's)."""
     device = torch.device("cpu")
     base = instruction_base(device)
     data = make_instruction_data()
@@ -111,7 +112,8 @@ def test_the_lessons_claims_hold_on_other_seeds(seed):
     trainable, total = trainable_parameters(runs["lora"].model)
     assert trainable / total <= 0.05
     bound("full minus base exact match", scores["full"] - base_score, at_least=0.5)
-    bound("full minus random-start exact match", scores["full"] - scores["random"], at_least=0.1)
+    late = {name: sum(runs[name].history.step_loss[100:]) / 100 for name in ("full", "random")}  # the same batches
+    bound("random-start / pretrained training loss, steps 100-199", late["random"] / late["full"], at_least=1.5)
     bound("lora minus full exact match", scores["lora"] - scores["full"], at_least=-0.10)
     tokens = torch.stack([base.tokenizer.encode(i.prompt + i.response)[:12] for i in data.test[:8]])  # (8, 12)
     with torch.no_grad():
