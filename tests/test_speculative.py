@@ -151,9 +151,9 @@ def test_independent_acceptances_meet_the_formula_and_clustered_ones_fall_below_
         bound(f"k={k}, independent: tokens per call off the formula (relative)",
               abs(per_call / expected_tokens_per_call(alpha, k) - 1), at_most=0.01)
         alpha, per_call = simulate_acceptance(k, 0.995, 0.7, 0.05, seed=seed)
-        # kept / examined favours the long easy runs
+        # kept / examined favours the long easy runs: further below the formula than the independent case strays
         bound(f"k={k}, clustered: tokens per call / the formula's", per_call / expected_tokens_per_call(alpha, k),
-              at_most=0.985)
+              at_most=0.99)
     alpha, per_call = simulate_acceptance(1, 0.995, 0.7, 0.05, seed=seed)
     assert math.isclose(per_call, expected_tokens_per_call(alpha, 1))  # k = 1: equal by construction
 
