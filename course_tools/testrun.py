@@ -202,18 +202,12 @@ class Step:
         return code, time.perf_counter() - self.started
 
 
-def yardstick_environment() -> dict[str, str]:
-    """The environment of the notebook step's first setting (the native kernels, unless the caller set their own), in
-    which the yardstick is measured."""
-    return {**os.environ, **notebook_matrix()[0][1]}
-
-
 def run_steps(args: argparse.Namespace, scratch: Path) -> int:
     steps = {name: spec for name, spec in step_commands(args, scratch).items() if not args.only or name in args.only}
     # The yardstick before any step and after the last, on a machine this run does not load: the notebooks' seconds
     # and the run's CPU time are then also stated at the reference machine's speed.
     timed = "notebooks" in steps or "unit" in steps
-    speed_before = measured_speed(yardstick_environment()) if timed else None
+    speed_before = measured_speed() if timed else None
     cpu_before = children_cpu_seconds()
     # On CI the unit step may need Chromium and bubblewrap installed: that happens while the notebook step runs.
     packages = threading.Thread(target=install_missing_on_ci)
@@ -254,7 +248,7 @@ def run_steps(args: argparse.Namespace, scratch: Path) -> int:
         results["notebooks"] = notebooks.finish()
 
     cpu_seconds = None if cpu_before is None else children_cpu_seconds() - cpu_before
-    speed_after = measured_speed(yardstick_environment()) if timed else None
+    speed_after = measured_speed() if timed else None
 
     print("\n[course] summary")
     for name, (code, seconds) in results.items():

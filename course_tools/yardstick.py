@@ -1,9 +1,12 @@
-"""The course's yardstick (``transformer_lib.speed``) for the tools: measured in a fresh process with the environment
-of the kernels or tests whose times it scales, and two measurements of one run compared.
+"""The course's yardstick (``transformer_lib.speed``) for the tools: measured in a fresh process with the caller's
+environment, as ``benchmarks/train_gpt.py`` runs (the reference machine's 15 steps/s were measured so), and two
+measurements of one run compared.
 
-A fresh process, because the environment a process starts with decides how its threads wait: with OpenMP's default
-(active) waiting, two threads on a machine whose cores are busy elsewhere train the yardstick many times slower than
-with ``OMP_WAIT_POLICY=PASSIVE``, and a variable set once torch is loaded changes nothing.
+A fresh process, because the environment a process starts with decides how its threads wait, and a variable set once
+torch is loaded changes nothing: on one 2-core machine the yardstick ran 38 steps/s with OpenMP's default (active)
+waiting and 20 with ``OMP_WAIT_POLICY=PASSIVE``, which the test command's native notebook setting uses. On a machine
+busy elsewhere, active waiting can make it collapse (a few steps/s): a run measured so is flagged as busy, and
+``tests/test_stored_times.py`` refuses outputs stored at such a speed.
 """
 
 from __future__ import annotations

@@ -42,12 +42,23 @@ def stored_times(nb: nbformat.NotebookNode) -> list[tuple[int, str, float]]:
     return [(index, line, float(seconds)) for index, line in output_lines(nb) for seconds in SECONDS.findall(line)]
 
 
+# A machine whose cores are busy elsewhere can train the yardstick many times slower than it runs a lesson (threads
+# that spin while they wait), and so make a loaded run's times look small at the reference: outputs are stored on a
+# machine at least this fast.
+SLOWEST_EXECUTING_STEPS_PER_S = 0.5 * REFERENCE_STEPS_PER_S
+
+
 def stored_run(path) -> dict[str, float]:
-    """The run the notebook stores (speed and seconds); fails naming the fix when it stores none."""
+    """The run the notebook stores (speed and seconds); fails naming the fix when it stores none, or a speed so low
+    that the machine was busy or too slow to store outputs on."""
     run = read_notebook(path).metadata.get(RUN_KEY)
     if run is None:
         pytest.fail(f"{short(path)} stores no machine speed, so its times cannot be stated at the reference: run "
                     f"`python3 course.py execute {short(path)}`")
+    if run["steps_per_s"] < SLOWEST_EXECUTING_STEPS_PER_S:
+        pytest.fail(f"{short(path)} was executed on a machine that ran the yardstick at {run['steps_per_s']} steps/s, "
+                    f"under {SLOWEST_EXECUTING_STEPS_PER_S:g}: busy or too slow, its times say little. "
+                    + CAUSE.format(short(path)))
     return run
 
 

@@ -97,7 +97,7 @@ def quiet_helpers(monkeypatch):
     monkeypatch.setattr(testrun, "install_missing_on_ci", lambda: None)
     monkeypatch.setattr(testrun, "prepare_site_environment", lambda: None)
     speeds = iter([30.0, 36.0])  # before the steps and after them
-    monkeypatch.setattr(testrun, "measured_speed", lambda env: next(speeds))
+    monkeypatch.setattr(testrun, "measured_speed", lambda: next(speeds))
 
 
 @pytest.mark.parametrize("beside", [True, False])
