@@ -86,6 +86,9 @@ def test_the_pattern_misses_no_stored_time(path):
 
 @pytest.mark.parametrize("path", EXECUTED, ids=short)
 def test_every_stored_time_fits_the_lesson_budget_at_the_reference(path):
+    """Each printed time within a lesson's budget for a learner going in order; their sum within the budget of a
+    lesson opened first, since `course.py execute` runs every notebook alone (lesson 15 then prints the training of
+    lesson 11's model, which a learner going in order loads from the cache)."""
     times = stored_times(read_notebook(path))
     if not times:
         return
@@ -98,9 +101,10 @@ def test_every_stored_time_fits_the_lesson_budget_at_the_reference(path):
             f"{LESSON_BUDGET_S:g} s. {CAUSE.format(short(path))}")
     total = sum(at_ref for *_, at_ref in scaled)
     parts = "; ".join(f"cell {index} {at_ref:.1f} s" for index, _, _, at_ref in scaled)
-    assert total <= LESSON_BUDGET_S, (
+    assert total <= FIRST_OPEN_BUDGET_S, (
         f"{short(path)}: its stored times add up to {total:.1f} s at the reference's {REFERENCE_STEPS_PER_S:g} "
-        f"steps/s (stored at {steps_per_s}), over the lesson budget of {LESSON_BUDGET_S:g} s: {parts}. "
+        f"steps/s (stored at {steps_per_s}), over the budget of a lesson opened first, {FIRST_OPEN_BUDGET_S:g} s: "
+        f"{parts}. "
         f"{CAUSE.format(short(path))}")
 
 
