@@ -16,7 +16,7 @@ token belongs to the prompt, and every padding position, is ``IGNORE_INDEX``, wh
 (:func:`sft_batch`). Right padding needs no attention mask in a causal model: a real position never sees a later one.
 
 :func:`fine_tuned` is the cached recipe lessons and tests share: lesson 11's character GPT (``train_char_gpt``, the
-run lesson 13 also takes) fine-tuned in full or with LoRA adapters (:mod:`~transformer_lib.lora`).
+run lesson 11 trains) fine-tuned in full or with LoRA adapters (:mod:`~transformer_lib.lora`).
 
 Shape legend: batch, T_p = prompt length, T_r = response length, T = longest T_p + T_r - 1, V = vocabulary size.
 """
