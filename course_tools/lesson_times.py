@@ -1,13 +1,12 @@
 """How long each lesson takes here and at the reference machine's speed, against its budget (for the README's note).
 
 Run: ``.venv/bin/python -m course_tools.lesson_times [--order|--first] [NOTEBOOK ...]`` (default: every lesson of
-notebooks/). Each notebook runs top to bottom in a fresh kernel, in the test command's native setting, and its outputs
-are not saved. ``--order`` (the default): a learner going through the course, one model cache and checkpoint folder
-shared by the lessons in course order, so a lesson loads what an earlier one trained; budget 45 s each at the
-reference. ``--first``: each lesson opened first, from an empty cache; budget 90 s. The yardstick
-(``transformer_lib.speed``) is measured before the first lesson and after the last, and the times are stated at the
-reference with the mean. Exit status 1 when a lesson is over its budget.
-"""
+notebooks/). Each notebook runs top to bottom in a fresh kernel, with this machine's own kernels and threads in the
+caller's environment (as a learner runs it), and its outputs are not saved. ``--order`` (the default): a learner
+going through the course, one model cache and checkpoint folder shared by the lessons in course order, so a lesson
+loads what an earlier one trained; budget 45 s each at the reference. ``--first``: each lesson opened first, from an
+empty cache; budget 90 s. The yardstick (``transformer_lib.speed``) is measured before the first lesson and after
+the last, and the times are stated at the reference with the mean. Exit status 1 when a lesson is over its budget."""
 
 from __future__ import annotations
 
