@@ -116,23 +116,25 @@ def peak_bytes_per_length(method: str, lengths: list[int], d_head: int, chunk_si
     return peaks
 
 
-def measure_in_subprocess(method: str, lengths: list[int], d_head: int = 64, chunk_size: int = 256) -> list[int]:
-    """Peak extra bytes of ``method`` ("naive", "chunked" or "sdpa") at each of ``lengths``, in a fresh process."""
+def measure_in_subprocesses(
+    methods: list[str], lengths: list[int], d_head: int = 64, chunk_size: int = 256
+) -> dict[str, list[int]]:
+    """Peak extra bytes of each of ``methods`` ("naive", "chunked" or "sdpa") at each of ``lengths``: one fresh
+    process per method, all started at once (each pays for importing torch, so they overlap where cores allow)."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-    command = [
-        sys.executable,
-        __file__,
-        "--measure",
-        method,
-        "--lengths",
-        ",".join(map(str, lengths)),
-        "--d-head",
-        str(d_head),
-        "--chunk-size",
-        str(chunk_size),
-    ]
-    finished = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    return json.loads(finished.stdout.strip().splitlines()[-1])["peak_bytes"]
+    common = ["--lengths", ",".join(map(str, lengths)), "--d-head", str(d_head), "--chunk-size", str(chunk_size)]
+    running = {
+        method: subprocess.Popen([sys.executable, __file__, "--measure", method, *common], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for method in methods
+    }
+    peaks = {}
+    for method, process in running.items():
+        stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            raise subprocess.CalledProcessError(process.returncode, process.args, stdout, stderr)
+        peaks[method] = json.loads(stdout.strip().splitlines()[-1])["peak_bytes"]
+    return peaks
 
 
 def median_seconds(function, repeats: int) -> float:
@@ -164,7 +166,7 @@ def main() -> None:
         return
 
     device = get_device()
-    peaks = {m: measure_in_subprocess(m, [length], args.d_head, args.chunk_size)[0] for m in METHODS}
+    peaks = {m: p[0] for m, p in measure_in_subprocesses(list(METHODS), [length], args.d_head, args.chunk_size).items()}
     q, k, v = inputs(length, args.d_head, device)
     with torch.no_grad():
         naive = attend("naive", q, k, v, args.chunk_size)

@@ -368,7 +368,7 @@ def load_attention_memory(monkeypatch, without_resource: bool = False) -> types.
 
 def test_the_memory_benchmark_imports_without_resource(monkeypatch):
     module = load_attention_memory(monkeypatch, without_resource=True)
-    assert callable(module.measure_in_subprocess)
+    assert callable(module.measure_in_subprocesses)
 
 
 @pytest.mark.parametrize("system", ["Linux", "Windows", "macOS", "FreeBSD"])

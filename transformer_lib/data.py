@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import gzip
 import importlib
 import io
@@ -242,22 +243,32 @@ def make_translation_task(
             f"num_unseen={num_unseen} needs phrases with more than seen_adjectives={seen_adjectives} adjectives: "
             f"raise max_adjectives above {seen_adjectives}, or pass num_unseen=0"
         )
-    rng = np.random.default_rng(seed)
+    seen, unseen = _drawn_pairs(num_train + num_valid + num_test, num_unseen, max_adjectives, seen_adjectives, seed)
     wanted = num_train + num_valid + num_test
+    return TranslationTask(
+        src_vocab=Vocabulary(source_words()),
+        tgt_vocab=Vocabulary(target_words()),
+        train=list(seen[:num_train]),
+        valid=list(seen[num_train : num_train + num_valid]),
+        test=list(seen[num_train + num_valid : wanted]),
+        unseen=list(unseen[:num_unseen]),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _drawn_pairs(
+    wanted: int, num_unseen: int, max_adjectives: int, seen_adjectives: int, seed: int
+) -> tuple[tuple[Pair, ...], tuple[Pair, ...]]:
+    """The distinct seen and unseen pairs of one seeded draw, in the order drawn. Drawing them one word at a time takes
+    about two seconds, and lessons and tests ask for the same task many times, so each draw is kept for the process
+    (as tuples: every caller gets lists of its own)."""
+    rng = np.random.default_rng(seed)
     seen: dict[tuple[str, ...], Pair] = {}
     unseen: dict[tuple[str, ...], Pair] = {}
     while len(seen) < wanted or len(unseen) < num_unseen:
         (source, target), adjectives = _draw_sentence(rng, max_adjectives)
         (seen if adjectives <= seen_adjectives else unseen).setdefault(tuple(source), (source, target))
-    pairs = list(seen.values())
-    return TranslationTask(
-        src_vocab=Vocabulary(source_words()),
-        tgt_vocab=Vocabulary(target_words()),
-        train=pairs[:num_train],
-        valid=pairs[num_train : num_train + num_valid],
-        test=pairs[num_train + num_valid : wanted],
-        unseen=list(unseen.values())[:num_unseen],
-    )
+    return tuple(seen.values()), tuple(unseen.values())
 
 
 # --- Character-level text for the GPT (lesson 11): two texts from Python itself, a character tokenizer, a held-out
