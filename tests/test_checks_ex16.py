@@ -117,7 +117,15 @@ def test_group_advantages_accepts_the_solution_and_names_each_mistake():
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "uncentred")), "not-centred")
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "batch")), "batch-normalised")
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "axis")), "wrong-axis")
-    assert_diagnosed(check.group_advantages(lambda r: advantages(r, "sample")), "sample-std")
+    # the sample std is TRL's convention, accepted like the population std, with TRL's eps = 1e-4 too
+    assert check.group_advantages(
+        lambda r: advantages(r, "sample").masked_fill((r == r[:, :1]).all(dim=1, keepdim=True), 0.0)).ok
+    assert check.group_advantages(
+        lambda r: advantages(r, "sample", eps=1e-4).masked_fill((r == r[:, :1]).all(dim=1, keepdim=True), 0.0)).ok
+    # TRL's formula as it is (no tie test): the tied group of 3.3 gets about 2e-3, and the hint names it
+    trl = check.group_advantages(lambda r: advantages(r, "sample", eps=1e-4))
+    assert_diagnosed(trl, "tie-rounds")
+    assert_rejected_with(trl, "sample std + 0.0001")
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "std axis")), "std-wrong-axis")
     assert_rejected_with(check.group_advantages(lambda r: advantages(r, "no eps")), "your result contains NaN")
     # forgetting keepdim on a non-square batch raises, and the check says where

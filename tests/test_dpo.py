@@ -127,7 +127,7 @@ def test_preference_pairs_keep_only_wrong_answers_and_prefer_the_right_one():
 @pytest.mark.parametrize("seed", bound_seeds((1,)))
 def test_the_lessons_dpo_claims_hold_on_other_seeds(seed):
     """β = 1 raises held-out exact match on the start model's weakest task by at least 30 points, and β = 0.1 moves
-    the policy further from the reference (a larger KL of the answer's first character)."""
+    the policy further from the reference (a KL of the answer's first character larger by at least 0.25 nats)."""
     device = torch.device("cpu")
     start = start_run(device)
     tokenizer, test = start.base.tokenizer, task_instructions(start.data.test)
@@ -136,5 +136,5 @@ def test_the_lessons_dpo_claims_hold_on_other_seeds(seed):
     score = exact_match_by_task(test, greedy_answers(runs[1.0].model, tokenizer, test))["all"]
     kl = {beta: answer_kl(run.model, start.model, tokenizer, test) for beta, run in runs.items()}
     bound("β = 1 minus start exact match", score - start_score, at_least=0.30)
-    bound("KL at β = 0.1 minus KL at β = 1", kl[0.1] - kl[1.0], at_least=0.0)
+    bound("KL at β = 0.1 minus KL at β = 1", kl[0.1] - kl[1.0], at_least=0.25)
     bound("β = 1 pairs ranked right, last 10 steps", sum(runs[1.0].history.step_ranked_right[-10:]) / 10, at_least=0.9)

@@ -113,6 +113,10 @@ def test_the_mean_baseline_centres_without_scaling():
     rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
     torch.testing.assert_close(advantages_for(rewards, "mean"), torch.tensor([[0.75, -0.25, -0.25, -0.25], [0.0] * 4]))
     assert torch.equal(advantages_for(rewards, "none"), rewards)
+    # RLOO's leave-one-out baseline: r_i minus the others' mean, which is the mean-centred reward times G / (G - 1)
+    torch.testing.assert_close(advantages_for(rewards, "leave one out"),
+                               torch.tensor([[1.0, -1 / 3, -1 / 3, -1 / 3], [0.0] * 4]))
+    torch.testing.assert_close(advantages_for(rewards, "leave one out"), advantages_for(rewards, "mean") * 4 / 3)
     with pytest.raises(ValueError, match="baseline"):
         advantages_for(rewards, "median")
 
@@ -123,9 +127,9 @@ def test_the_lessons_rl_claims_hold_on_other_seeds(seed):
     """GRPO raises held-out exact match by at least 15 points; REINFORCE with every reward raised by 1 ends at least
     20 points below it; the loophole reward of the samples rises by at least 0.2 while held-out exact match rises by
     at most 5 points, the exact reward of the same samples rises by at most half as much, and the share of the
-    samples passing the checker that are right does not rise. The gradient estimate's variance per unit of signal
-    (bias-corrected): the shifted raw reward's is at least 5 times GRPO's; the raw 0/1 reward's is below the
-    mean-only baseline's; dividing by the group's std moves it by less than a quarter."""
+    samples passing the checker that are right falls by at least 4 points. The gradient estimate's variance per unit
+    of signal (bias-corrected): the shifted raw reward's is at least 5 times GRPO's; the raw 0/1 reward's is at most
+    0.9 times the mean-only baseline's; dividing by the group's std moves it by less than a quarter."""
     device = torch.device("cpu")
     start = start_run(device)
     tokenizer, test = start.base.tokenizer, task_instructions(start.data.test)
@@ -150,7 +154,7 @@ def test_the_lessons_rl_claims_hold_on_other_seeds(seed):
     bound("exact reward's rise minus half the loophole's", exact_last - exact_first - (gamed_last - gamed_first) / 2,
           at_most=0.0)
     bound("rise of the right share among checker-passing samples", exact_last / gamed_last - exact_first / gamed_first,
-          at_most=0.0)
+          at_most=-0.04)
     train = task_instructions(start.data.train)
     ratio = {}
     for baseline, shift in (("group", 0.0), ("mean", 0.0), ("none", 0.0), ("none", 1.0)):
@@ -158,7 +162,7 @@ def test_the_lessons_rl_claims_hold_on_other_seeds(seed):
         ratio[baseline, shift] = total / signal
     bound("shifted raw reward's variance per signal / GRPO's", ratio["none", 1.0] / ratio["group", 0.0], at_least=5)
     bound("raw 0/1 reward's variance per signal / mean baseline's", ratio["none", 0.0] / ratio["mean", 0.0],
-          at_most=1.0)
+          at_most=0.9)
     scaled = ratio["group", 0.0] / ratio["mean", 0.0]
     bound("group std's variance per signal / mean baseline's", scaled, at_least=0.75)
     bound("group std's variance per signal / mean baseline's", scaled, at_most=1.25)

@@ -40,9 +40,13 @@ from .sft import (
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """(r − mean of its group) / (std of its group + eps), for rewards (groups, group_size); same shape out.
 
-    The std is the population std (``unbiased=False``, divide by G): with 0/1 rewards it stays finite and below 1
-    for any G ≥ 2, and its choice only rescales every advantage of a group alike. A group whose rewards are all
-    equal gets advantages of exactly 0 (its mean may round, so it is set, not computed), never 0/0's NaN.
+    The std is the population std (``unbiased=False``, divide by G), this course's convention; TRL's GRPOTrainer
+    divides by the sample std (torch's default, G − 1) plus 1e-4. For groups of one size G, the population std's
+    advantages are all √(G / (G − 1)) times the sample std's. Within a group, dividing by its std rescales its
+    advantages alike; across groups it weights a group by 1 / its std, so prompts nearly always right or nearly
+    always wrong (small std) weigh more (the difficulty bias Liu et al. 2025, arXiv 2503.20783, remove in Dr.
+    GRPO). A group whose rewards are all equal gets advantages of exactly 0 (its mean may round, so it is set, not
+    computed), never 0/0's NaN.
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards have shape {tuple(rewards.shape)}: pass (groups, group_size), one row per prompt")
@@ -87,7 +91,7 @@ def in_argument_reward(instruction: Instruction, response: str) -> float:
 
 
 REWARDS: dict[str, Callable[[Instruction, str], float]] = {"exact": exact_reward, "in argument": in_argument_reward}
-BASELINES = ("group", "mean", "none")  # what is subtracted from a reward: see advantages_for
+BASELINES = ("group", "mean", "leave one out", "none")  # what is subtracted from a reward: see advantages_for
 
 
 def sample_responses(
@@ -160,12 +164,17 @@ def sampled_batch(
 
 def advantages_for(rewards: torch.Tensor, baseline: str) -> torch.Tensor:
     """Rewards (groups, G) -> advantages (groups, G): "group", GRPO's group advantages (:func:`group_advantages`);
-    "mean", each reward minus its group's mean (the baseline alone, no division by the std); "none", the raw
-    rewards (REINFORCE without a baseline)."""
+    "mean", each reward minus its group's mean (the baseline alone, no division by the std); "leave one out", each
+    reward minus the mean of the other G − 1 rewards of its group (RLOO, Ahmadian et al. 2024, arXiv 2402.14740),
+    which is the "mean" advantage times G / (G − 1); "none", the raw rewards (REINFORCE without a baseline)."""
     if baseline == "group":
         return group_advantages(rewards)
     if baseline == "mean":
         return rewards - rewards.mean(dim=1, keepdim=True)  # (groups, G)
+    if baseline == "leave one out":
+        group_size = rewards.shape[1]
+        others = (rewards.sum(dim=1, keepdim=True) - rewards) / (group_size - 1)  # (groups, G): the others' mean
+        return rewards - others  # (groups, G)
     if baseline == "none":
         return rewards
     raise ValueError(f"baseline={baseline!r} is unknown: choose one of {BASELINES}")

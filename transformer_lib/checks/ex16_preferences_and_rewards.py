@@ -15,7 +15,7 @@ from ..gpt import GPT, GPTConfig
 from ..rl import clipped_objective as reference_clipped_objective
 from ..rl import group_advantages as reference_group_advantages
 from ..sft import IGNORE_INDEX, sft_batch
-from ._feedback import CheckResult, Exercise, Hint
+from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 
 PAD = 0  # the padding id the log-probability check passes
 VOCAB = 16
@@ -161,18 +161,37 @@ REWARDS = ((1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0), (1.
 TIED = (3.3,) * 8
 
 
+def _tie_hint(unbiased: bool, eps: float) -> Hint:
+    """The hint for a tied group of 3.3 divided by (std + eps) instead of set to 0, naming the value it gives."""
+    tied = torch.tensor([TIED])  # (1, 8)
+    value = ((tied - tied.mean(dim=1, keepdim=True)) / (tied.std(dim=1, unbiased=unbiased, keepdim=True) + eps))[0, 0]
+    std = "sample" if unbiased else "population"
+    return Hint(idea=f"the group's mean rounds one unit away from 3.3, so the centred rewards are about 2e-7, not 0, "
+                     f"and the std is as small: dividing by ({std} std + {eps:g}) gives {value.item():.2g}, not 0. "
+                     f"Test for a tie and give the group exactly 0",
+                code="advantages.masked_fill((rewards == rewards[:, :1]).all(dim=1, keepdim=True), 0.0)",
+                id="tie-rounds")
+
+
 def group_advantages(student_fn: Callable) -> CheckResult:
     """Check a function (rewards (groups, group_size)) -> advantages (groups, group_size): each reward minus its
-    group's mean, divided by its group's population std (+ a small eps), exactly 0 for a group of equal rewards."""
+    group's mean, divided by its group's std (+ a small eps), exactly 0 for a group of equal rewards. Either std is
+    accepted, a convention: the population std (this course's) or the sample std (TRL's GRPOTrainer, with eps 1e-4);
+    so is any eps up to about 1e-4 (rtol 1e-3)."""
     ex = Exercise("group_advantages")
     with ex.run():
         rewards = torch.tensor(REWARDS)  # (groups, G)
         got = ex.call(student_fn, rewards.clone())
-        expected = reference_group_advantages(rewards)  # (groups, G)
         group_size = rewards.shape[1]
+        population = reference_group_advantages(rewards)  # (groups, G): the course's convention
+        sample = population * math.sqrt((group_size - 1) / group_size)  # (groups, G): the sample std's, TRL's
+        uses_sample = describe_mismatch(got, sample, atol=1e-5, rtol=1e-3) is None
+        expected = sample if uses_sample else population
+        convention = "sample std, TRL's convention" if uses_sample else "population std, the course's convention"
         ties = (rewards == rewards[:, :1]).all(dim=1, keepdim=True)  # (groups, 1)
         ex.compare(
-            "the advantages of five groups of four (two groups with all rewards equal)", got, expected,
+            f"the advantages of five groups of four (two groups with all rewards equal; {convention})", got,
+            expected, atol=1e-5, rtol=1e-3,
             hint=Hint(idea="within each row (one prompt's group): subtract the row's mean, divide by the row's std "
                            "plus a small eps"),
             mistakes={
@@ -193,10 +212,6 @@ def group_advantages(student_fn: Callable) -> CheckResult:
                           "along each row too", id="std-wrong-axis"): (
                     (rewards - rewards.mean(dim=1, keepdim=True))
                     / (rewards.std(dim=0, unbiased=False, keepdim=True) + 1e-6)),
-                Hint(idea="you divided by the sample std (n − 1); this course uses the population std "
-                          "(unbiased=False), as the task says. Both work in training; the check needs one",
-                     code="rewards.std(dim=1, unbiased=False, keepdim=True)", id="sample-std"): (
-                    expected * math.sqrt((group_size - 1) / group_size)),
             },
         )
         tied = torch.tensor([TIED])  # (1 group, G = 8), float32
@@ -205,13 +220,8 @@ def group_advantages(student_fn: Callable) -> CheckResult:
         ex.compare(
             "a group of eight equal rewards 3.3 (float32 cannot hold 3.3 exactly) gets advantages of exactly 0",
             got_tied, torch.zeros(1, len(TIED)), atol=1e-7, rtol=0.0,
-            mistakes={
-                Hint(idea="the group's mean rounds one unit away from 3.3, so the centred rewards are about 2e-7, and "
-                          "the std is as small: dividing by (std + eps) gives 0.19, not 0. Test for a tie and give "
-                          "the group exactly 0",
-                     code="advantages.masked_fill((rewards == rewards[:, :1]).all(dim=1, keepdim=True), 0.0)",
-                     id="tie-rounds"): centred / (tied.std(dim=1, unbiased=False, keepdim=True) + 1e-6),
-            },
+            mistakes={_tie_hint(unbiased, eps): centred / (tied.std(dim=1, unbiased=unbiased, keepdim=True) + eps)
+                      for unbiased in (False, True) for eps in (1e-6, 1e-4)},
         )
     return ex.result
 
