@@ -1,9 +1,11 @@
-"""The lesson 15 checks accept the solutions, spot stubs, and name typical mistakes."""
+"""The lesson 15 checks accept the solutions and right answers written other ways, spot stubs, and name typical
+mistakes."""
 
 import copy
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from check_helpers import assert_diagnosed, assert_rejected_with, stub
@@ -14,15 +16,28 @@ from transformer_lib.checks._feedback import NOT_ATTEMPTED
 def mask(pairs, pad_id, bug=None):
     length = max(len(p) + len(r) for p, r in pairs) - 1
     inputs = torch.full((len(pairs), length), pad_id)
-    labels = torch.full((len(pairs), length), pad_id if bug == "padding" else -100)
+    labels = torch.full((len(pairs), length), pad_id if bug in ("padding", "by value") else -100)
     for row, (prompt, response) in enumerate(pairs):
         sequence = torch.cat((prompt, response))
         n = len(sequence) - 1
         inputs[row, :n] = sequence[:-1]
         labels[row, :n] = sequence[:-1] if bug == "unshifted" else sequence[1:]
-        masked = {"prompt": 0, "first": len(prompt), "last": len(prompt) - 2}.get(bug, len(prompt) - 1)
+        masked = {"prompt": 0, "first": len(prompt), "last": max(0, len(prompt) - 2)}.get(bug, len(prompt) - 1)
         labels[row, :masked] = -100
+    if bug == "by value":  # padding found by its value: the pad id is also the end marker
+        labels[labels == pad_id] = -100
     return inputs, labels
+
+
+def mask_vectorised(pairs, pad_id):
+    """Right too: padded with pad_sequence, the prompt and the padding masked by comparing positions."""
+    sequences = [torch.cat((prompt, response)) for prompt, response in pairs]
+    padded = nn.utils.rnn.pad_sequence(sequences, batch_first=True, padding_value=pad_id)  # (batch, T + 1)
+    positions = torch.arange(padded.shape[1] - 1)  # (T,)
+    prompt_ends = torch.tensor([len(p) - 1 for p, _ in pairs])[:, None]  # (batch, 1)
+    row_ends = torch.tensor([len(s) - 1 for s in sequences])[:, None]  # (batch, 1)
+    keep = (positions >= prompt_ends) & (positions < row_ends)  # (batch, T)
+    return padded[:, :-1], torch.where(keep, padded[:, 1:], -100)
 
 
 class LoRA(nn.Module):
@@ -33,16 +48,31 @@ class LoRA(nn.Module):
         self.base = base if bug == "trainable" else base.requires_grad_(False)
         self.scale = {"no scale": 1.0, "inverted": rank / alpha}.get(bug, alpha / rank)
         self.lora_A = nn.Parameter(torch.zeros(rank, base.in_features, dtype=base.weight.dtype))
-        if bug != "a zero":
-            nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
-        if bug == "b random":
+        if bug == "a ones":  # rank 1 for good: every row of A the same
+            nn.init.ones_(self.lora_A)
+        elif bug == "b ones":  # A zero, every column of B the same: rank 1 for good too
+            nn.init.ones_(self.lora_B)
+        elif bug == "a zero b random":  # correct too: B A = 0 and A gets a gradient at once
             nn.init.normal_(self.lora_B)
+        elif bug != "both zero":
+            nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+        if bug == "both random":
+            nn.init.normal_(self.lora_B)
+        if bug == "two rows equal":
+            with torch.no_grad():
+                self.lora_A[1] = self.lora_A[0]
         self.bug = bug
 
     def forward(self, x):
         if self.bug == "transposed":
             return self.base(x) + self.scale * x @ (self.lora_B @ self.lora_A)
+        if self.bug == "detached":
+            return self.base(x) + self.scale * (x @ self.lora_A.detach().T) @ self.lora_B.detach().T
+        if self.bug == "flattened":  # a 2-D output for (batch, T, in) inputs
+            x = x.reshape(-1, x.shape[-1])
+        if self.bug == "linear":  # correct too, written with F.linear
+            return self.base(x) + self.scale * F.linear(F.linear(x, self.lora_A), self.lora_B)
         return self.base(x) + self.scale * (x @ self.lora_A.T) @ self.lora_B.T
 
 
@@ -73,6 +103,16 @@ def merge(layer, bug=None):
     return merged
 
 
+def merge_another_way(layer):
+    """Right too: the weight as x Wᵀ's transpose trick, through addmm, and the bias set only when there is one."""
+    base = layer.base
+    merged = nn.Linear(base.in_features, base.out_features, bias=False, dtype=base.weight.dtype)
+    merged.weight = nn.Parameter(torch.addmm(base.weight, layer.lora_B, layer.lora_A, alpha=layer.scale).detach())
+    if base.bias is not None:
+        merged.bias = nn.Parameter(base.bias.detach().clone())
+    return merged
+
+
 def merging(bug):
     return lambda layer: merge(layer, bug)
 
@@ -84,17 +124,45 @@ def test_stubs_are_not_attempted(capsys):
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
 
 
-def test_response_mask_accepts_the_solution_and_names_each_mistake():
+def test_the_mask_check_pads_with_the_lessons_end_marker():
+    pad_id = check._tokenizer().ids[check.END]
+    for _, pairs in check._batches():
+        assert all(response[-1].item() == pad_id for _, response in pairs)  # every response ends with the pad id
+    assert any(not prompt.is_contiguous() for _, pairs in check._batches() for prompt, _ in pairs)
+
+
+def test_response_mask_accepts_right_answers_and_names_each_mistake():
     assert check.response_mask(mask).ok
+    assert check.response_mask(mask_vectorised).ok
     assert_diagnosed(check.response_mask(masking("prompt")), "prompt-in-loss")
     assert_diagnosed(check.response_mask(masking("first")), "first-answer-token-masked")
     assert_diagnosed(check.response_mask(masking("last")), "last-prompt-token-counted")
     assert_diagnosed(check.response_mask(masking("padding")), "padding-counted")
+    assert_diagnosed(check.response_mask(masking("by value")), "padding-masked-by-value")
     assert_diagnosed(check.response_mask(masking("unshifted")), "labels-not-shifted")
-    assert_rejected_with(check.response_mask(masking("prompt")),
-                         "the prompt is in the loss")
+    assert_rejected_with(check.response_mask(masking("prompt")), "the prompt is in the loss")
+    assert_rejected_with(check.response_mask(masking("by value")), "also the end marker")
     assert_rejected_with(check.response_mask(lambda pairs, pad_id: mask(pairs, pad_id)[1]),
                          "returns two tensors (inputs, labels)")
+
+
+def test_response_mask_tries_a_batch_without_padding_and_edge_lengths():
+    def longest_row_unpadded(pairs, pad_id):  # right only when every row has the batch's length
+        inputs, labels = mask(pairs, pad_id)
+        if len(pairs) == 1:
+            return inputs, labels
+        return inputs, torch.where(inputs == pad_id, inputs, labels)
+
+    def one_token_prompt_breaks(pairs, pad_id):  # labels[row, :len(prompt) - 2] masks almost all for T_p = 1
+        inputs, labels = mask(pairs, pad_id)
+        for row, (prompt, _) in enumerate(pairs):
+            labels[row, : len(prompt) - 2] = -100
+        return inputs, labels
+
+    assert not check.response_mask(longest_row_unpadded).ok
+    result = check.response_mask(one_token_prompt_breaks)
+    assert not result.ok
+    assert any("responses of 6, 1 and 2 tokens" in line for line in result.lines), result.lines
 
 
 def count(n_in, n_out, rank, bug=None):
@@ -102,28 +170,45 @@ def count(n_in, n_out, rank, bug=None):
             "bias": rank * (n_in + n_out) + rank + n_out}.get(bug, rank * (n_in + n_out))
 
 
-def test_lora_parameter_count_accepts_the_solution_and_names_each_mistake():
+def test_lora_parameter_count_accepts_right_answers_and_names_each_mistake():
     assert check.lora_parameter_count(count).ok
+    assert check.lora_parameter_count(lambda i, o, r: r * i + o * r).ok
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "base")), "count-includes-base")
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "one")), "count-one-matrix")
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "product")), "count-product")
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "bias")), "count-with-bias")
 
 
-def test_lora_layer_accepts_the_solution_and_names_each_mistake():
+def test_lora_layer_accepts_every_right_start_and_writing():
     assert check.lora_layer(LoRA).ok
     assert check.lora_layer(lora_with("frozen copy")).ok  # freezing its own copy of the base is right too
+    assert check.lora_layer(lora_with("a zero b random")).ok  # B A = 0 at the start, and A gets a gradient
+    assert check.lora_layer(lora_with("linear")).ok
+
+
+def test_lora_layer_names_each_mistake():
     assert_diagnosed(check.lora_layer(lora_with("trainable")), "base-trainable")
-    assert_diagnosed(check.lora_layer(lora_with("b random")), "b-random")
-    assert_diagnosed(check.lora_layer(lora_with("a zero")), "a-zero")
+    assert_diagnosed(check.lora_layer(lora_with("both random")), "update-nonzero-at-start")
+    assert_diagnosed(check.lora_layer(lora_with("both zero")), "both-zero")
+    assert_diagnosed(check.lora_layer(lora_with("detached")), "no-gradient")
+    assert_diagnosed(check.lora_layer(lora_with("a ones")), "equal-directions")
+    assert_diagnosed(check.lora_layer(lora_with("b ones")), "equal-directions")
+    assert_diagnosed(check.lora_layer(lora_with("two rows equal")), "equal-directions")
     assert_diagnosed(check.lora_layer(lora_with("no scale")), "scale-missing")
     assert_diagnosed(check.lora_layer(lora_with("inverted")), "scale-inverted")
     assert_diagnosed(check.lora_layer(lora_with("transposed")), "transposed-update")
-    assert_rejected_with(check.lora_layer(lora_with("b random")), "B starts at zero")
+    assert_rejected_with(check.lora_layer(lora_with("both random")), "B A is not zero at the start")
+    assert_rejected_with(check.lora_layer(lora_with("both zero")), "both start at zero")
+    assert_rejected_with(check.lora_layer(lora_with("a ones")), "Draw A at random")
+    assert_rejected_with(check.lora_layer(lora_with("b ones")), "Draw B at random")
+    assert_rejected_with(check.lora_layer(lora_with("flattened")), "expected shape (2, 3, 7), got shape (6, 7)")
+    hints = " ".join(check.lora_layer(lora_with("a zero b random")).lines + check.lora_layer(LoRA).lines)
+    assert "hint" not in hints  # no hint, true or false, for a right start
 
 
-def test_merge_accepts_the_solution_and_names_each_mistake():
+def test_merge_accepts_right_answers_and_names_each_mistake():
     assert check.merge_lora_layer(merge).ok
+    assert check.merge_lora_layer(merge_another_way).ok
     assert_diagnosed(check.merge_lora_layer(merging("no scale")), "merge-scale-missing")
     assert_diagnosed(check.merge_lora_layer(merging("transposed")), "merge-transposed")
     assert_diagnosed(check.merge_lora_layer(merging("twice")), "merged-twice")
@@ -133,3 +218,8 @@ def test_merge_accepts_the_solution_and_names_each_mistake():
     assert_diagnosed(check.merge_lora_layer(merging("bias added")), "bias-none-added")
     crashes = check.merge_lora_layer(lambda layer: merge(layer) if layer.base.bias is not None else layer.base.bias.t())
     assert_rejected_with(crashes, "bias=None")
+    def square_only(layer):  # right on the square layer, the update transposed on another
+        return merge(layer, None if layer.base.in_features == layer.base.out_features else "transposed")
+
+    square_only = check.merge_lora_layer(square_only)
+    assert_rejected_with(square_only, "5 -> 7")

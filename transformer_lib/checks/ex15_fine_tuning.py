@@ -4,80 +4,113 @@ update into the weight."""
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable
+from functools import cache
 
 import torch
 from torch import nn
 
+from ..data import CharTokenizer, python_docs
 from ..lora import LoRALinear
-from ..sft import IGNORE_INDEX, sft_batch
+from ..sft import END, IGNORE_INDEX, Instruction, encode_instruction, sft_batch
 from ._feedback import CheckResult, Exercise, Hint
 
-PAD = 0  # the padding id the mask check passes
+
+@cache
+def _tokenizer() -> CharTokenizer:
+    """Lesson 11's character tokenizer, the one lesson 15 fine-tunes with."""
+    return CharTokenizer(python_docs())
 
 
-def _pairs() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Three (prompt, response) id pairs of different lengths, so two rows need padding."""
-    return [(torch.tensor([5, 6, 7, 8]), torch.tensor([9, 10, 3])),
-            (torch.tensor([5, 6, 7]), torch.tensor([11, 3])),
-            (torch.tensor([5, 6, 7, 8, 12]), torch.tensor([13, 14, 15, 3]))]
+def _batches() -> list[tuple[str, list[tuple[torch.Tensor, torch.Tensor]]]]:
+    """(description, pairs) of (prompt ids, response ids), padded with the lesson's pad id: the end marker ``~``.
+
+    The first batch is the lesson's: prompts of three lengths, the longest in the middle. The second holds one pair
+    (no padding); the third responses of different lengths, a one-token prompt and a response that is only the end
+    marker, its prompts stored with a stride (non-contiguous)."""
+    tokenizer = _tokenizer()
+    lesson = [encode_instruction(tokenizer, i) for i in (Instruction("first", "abc"), Instruction("count", "abcdef"),
+                                                         Instruction("last", "qwer"))]
+    single = [encode_instruction(tokenizer, Instruction("last", "python"))]
+    strided = [(torch.stack((tokenizer.encode(p), tokenizer.encode(p)), dim=1)[:, 0], tokenizer.encode(r))
+               for p, r in (("{say}", "hello~"), ("{", "~"), ("{first xyz}", "x~"))]
+    return [("the lesson's batch: 3 prompts of different lengths", lesson), ("one pair alone, no padding", single),
+            ("responses of 6, 1 and 2 tokens, strided prompts", strided)]
 
 
-def _labels_with(pairs: list[tuple[torch.Tensor, torch.Tensor]], masked: Callable[[int], int]) -> torch.Tensor:
+def _labels_with(pairs: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int,
+                 masked: Callable[[int], int]) -> torch.Tensor:
     """The labels with the first ``masked(T_p)`` positions of each row ignored (T_p = that row's prompt length)."""
-    _, labels = sft_batch(pairs, PAD, prompt_in_loss=True)
+    _, labels = sft_batch(pairs, pad_id, prompt_in_loss=True)
     for row, (prompt, _) in enumerate(pairs):
-        labels[row, : masked(len(prompt))] = IGNORE_INDEX
+        labels[row, : max(0, masked(len(prompt)))] = IGNORE_INDEX
     return labels
 
 
+def _label_mistakes(pairs: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int) -> dict[Hint, torch.Tensor]:
+    """Each typical wrong answer's labels for ``pairs``."""
+    expected_inputs, expected_labels = sft_batch(pairs, pad_id)
+    padding_counted = expected_labels.clone()  # the prompt masked, but the padding labelled with pad_id
+    for row, (prompt, response) in enumerate(pairs):
+        padding_counted[row, len(prompt) + len(response) - 1 :] = pad_id
+    return {
+        Hint(idea="the prompt is in the loss: its labels must be -100 too, so the model is trained on the answers "
+                  "only", id="prompt-in-loss"): sft_batch(pairs, pad_id, prompt_in_loss=True)[1],
+        Hint(idea="off by one at the boundary: you masked the label at position T_p - 1 as well, which is the FIRST "
+                  "response token; mask only the positions before it",
+             code="labels[row, : len(prompt) - 1] = -100", id="first-answer-token-masked"): (
+            _labels_with(pairs, pad_id, lambda p: p)),
+        Hint(idea="off by one at the boundary: the label at position T_p - 2 is still a prompt token (the "
+                  "answer-start character); mask T_p - 1 positions",
+             code="labels[row, : len(prompt) - 1] = -100", id="last-prompt-token-counted"): (
+            _labels_with(pairs, pad_id, lambda p: p - 2)),
+        Hint(idea="padding is in the loss: label padded positions -100, not pad_id, or the model learns to predict "
+                  "padding", id="padding-counted"): padding_counted,
+        Hint(idea="you found the padding by its value (labels equal to pad_id), but here, as in the lesson, the pad "
+                  "id is also the end marker ~: every answer's last label, the one that teaches the model to stop, "
+                  "was masked too. Find the padding by position: it starts where the row's own tokens end",
+             id="padding-masked-by-value"): torch.where(expected_labels == pad_id, IGNORE_INDEX, expected_labels),
+        Hint(idea="the labels are the inputs shifted by one: position t predicts token t + 1",
+             id="labels-not-shifted"): torch.where(expected_labels == IGNORE_INDEX, IGNORE_INDEX, expected_inputs),
+    }
+
+
 def response_mask(student_fn: Callable) -> CheckResult:
-    """Check a function (pairs, pad_id) -> (inputs (batch, T), labels (batch, T)) for SFT on the responses only."""
+    """Check a function (pairs, pad_id) -> (inputs (batch, T), labels (batch, T)) for SFT on the responses only, on
+    three batches padded with the lesson's pad id (the end marker ``~``)."""
     ex = Exercise("response_mask")
     with ex.run():
-        pairs = _pairs()
-        got = ex.call(student_fn, [(p.clone(), r.clone()) for p, r in pairs], PAD)
-        if not ex.require("returns two tensors (inputs, labels)", isinstance(got, tuple | list) and len(got) == 2,
-                          hint="return inputs, labels"):
-            return ex.result
-        inputs, labels = got
-        expected_inputs, expected_labels = sft_batch(pairs, PAD)
-        ex.compare(
-            "the inputs: prompt + response without its last token, padded on the right", inputs, expected_inputs,
-            hint=Hint(idea="the model reads every token but the last (nothing comes after it); pad shorter rows "
-                           "with pad_id after their tokens", code="inputs[row, :n] = sequence[:-1]"),
-        )
-        padding_counted = expected_labels.clone()  # the prompt masked, but the padding labelled with pad_id
-        for row, (prompt, response) in enumerate(pairs):
-            padding_counted[row, len(prompt) + len(response) - 1 :] = PAD
-        ex.compare(
-            "the labels: the next token where it is a response token, IGNORE_INDEX (-100) elsewhere", labels,
-            expected_labels,
-            hint=Hint(idea="label position t with token t + 1; a label is kept only where token t + 1 belongs to the "
-                           "response, so the prompt's last position (T_p - 1) keeps its label, the first response "
-                           "token", code="labels[row, : len(prompt) - 1] = -100"),
-            mistakes={
-                Hint(idea="the prompt is in the loss: its labels must be -100 too, so the model is trained on the "
-                          "answers only", id="prompt-in-loss"): sft_batch(pairs, PAD, prompt_in_loss=True)[1],
-                Hint(idea="off by one at the boundary: you masked the label at position T_p - 1 as well, which is the "
-                          "FIRST response token; mask only the positions before it",
-                     code="labels[row, : len(prompt) - 1] = -100", id="first-answer-token-masked"): (
-                    _labels_with(pairs, lambda p: p)),
-                Hint(idea="off by one at the boundary: the label at position T_p - 2 is still a prompt token (the "
-                          "answer-start character); mask T_p - 1 positions",
-                     code="labels[row, : len(prompt) - 1] = -100", id="last-prompt-token-counted"): (
-                    _labels_with(pairs, lambda p: p - 2)),
-                Hint(idea="padding is in the loss: label padded positions -100, not pad_id, or the model learns to "
-                          "predict padding", id="padding-counted"): padding_counted,
-                Hint(idea="the labels are the inputs shifted by one: position t predicts token t + 1",
-                     id="labels-not-shifted"): torch.where(expected_labels == IGNORE_INDEX, IGNORE_INDEX,
-                                                           expected_inputs),
-            },
-        )
+        pad_id = _tokenizer().ids[END]
+        for number, (description, pairs) in enumerate(_batches()):
+            got = ex.call(student_fn, [(p.clone(), r.clone()) for p, r in pairs], pad_id,
+                          description=f"response_mask({description}, pad_id={pad_id})")
+            two = isinstance(got, tuple | list) and len(got) == 2
+            if (number == 0 or not two) and not ex.require("returns two tensors (inputs, labels)", two,
+                                                           hint="return inputs, labels"):
+                return ex.result
+            inputs, labels = got
+            expected_inputs, expected_labels = sft_batch(pairs, pad_id)
+            inputs_ok = ex.compare(
+                f"{description}: the inputs, prompt + response without its last token, padded on the right", inputs,
+                expected_inputs,
+                hint=Hint(idea="the model reads every token but the last (nothing comes after it); pad shorter rows "
+                               "with pad_id after their tokens", code="inputs[row, :n] = sequence[:-1]"),
+            )
+            labels_ok = ex.compare(
+                f"{description}: the labels, the next token where it is a response token, IGNORE_INDEX (-100) "
+                "elsewhere", labels, expected_labels,
+                hint=Hint(idea="label position t with token t + 1; a label is kept only where token t + 1 belongs to "
+                               "the response, so the prompt's last position (T_p - 1) keeps its label, the first "
+                               "response token", code="labels[row, : len(prompt) - 1] = -100"),
+                mistakes=_label_mistakes(pairs, pad_id),
+            )
+            if not (inputs_ok and labels_ok):
+                break  # one batch's hints are enough
     return ex.result
 
 
-COUNT_CASES = ((6, 6, 2), (64, 256, 2), (256, 64, 4), (4096, 4096, 8))  # (in, out, rank)
+COUNT_CASES = ((6, 6, 2), (64, 256, 2), (256, 64, 4), (3, 1000, 1), (4096, 4096, 8))  # (in, out, rank)
 
 
 def lora_parameter_count(student_fn: Callable) -> CheckResult:
@@ -105,14 +138,15 @@ def lora_parameter_count(student_fn: Callable) -> CheckResult:
     return ex.result
 
 
-def _square_layer() -> nn.Linear:
-    """A 6 -> 6 layer drawn from a fixed seed: square, so that an update applied transposed still fits its shape."""
+def _layer(n_in: int = 6, n_out: int = 6) -> nn.Linear:
+    """An ``n_in`` -> ``n_out`` float64 layer drawn from a fixed seed (square by default, so that an update applied
+    transposed still fits its shape)."""
     torch.manual_seed(15)
-    return nn.Linear(6, 6).double()
+    return nn.Linear(n_in, n_out).double()
 
 
-def _inputs() -> torch.Tensor:
-    return torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))  # (batch, in)
+def _inputs(*shape: int, seed: int = 1) -> torch.Tensor:
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
 
 
 def _set_adapters(layer: nn.Module, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -121,88 +155,172 @@ def _set_adapters(layer: nn.Module, a: torch.Tensor, b: torch.Tensor) -> None:
         layer.lora_B.copy_(b)
 
 
-RANK, ALPHA = 2, 8.0  # scale alpha / rank = 4: a missing (1) or inverted (0.25) scale shows
+# (in, out, rank, alpha) of the layers the LoRA check builds: a square one, whose scale alpha / rank = 4 shows a
+# missing (1) or inverted (0.25) scale and where an update applied transposed still fits; then a rectangular one
+# with another rank and scale, fed (batch, T, in) inputs that are not contiguous.
+LORA_CASES = ((6, 6, 2, 8.0), (5, 7, 3, 6.0))
+
+
+def _case_inputs(n_in: int, square: bool) -> torch.Tensor:
+    """(4, in) for the square layer; (2, 3, in) with a non-contiguous layout for the other."""
+    return _inputs(4, n_in) if square else _inputs(3, 2, n_in, seed=4).transpose(0, 1)
+
+
+def _no_gradient_hint(a: torch.Tensor, b: torch.Tensor) -> Hint:
+    if not a.any() and not b.any():
+        return Hint(idea="A and B both start at zero: then every gradient of A and of B is zero (each one's gradient "
+                         "is a product with the other) and LoRA never trains. Start one of them random, the other at "
+                         "zero", id="both-zero")
+    return Hint(idea="no gradient reaches lora_A or lora_B: the low-rank path must be computed from the parameters "
+                     "themselves in forward (no .data, .detach() or torch.no_grad() there)", id="no-gradient")
+
+
+def _paired_directions(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
+    """Two of the rank's directions k, l that start equal (row k of A = row l, column k of B = column l), or None.
+    Such a pair gets equal gradients at every step and stays equal, so B A never reaches rank r."""
+    for k, m in itertools.combinations(range(a.shape[0]), 2):
+        if torch.equal(a[k], a[m]) and torch.equal(b[:, k], b[:, m]):
+            return k, m
+    return None
+
+
+def _equal_directions_hint(a: torch.Tensor) -> Hint:
+    random_one, its = ("A", "rows") if a.any() else ("B", "columns")
+    return Hint(idea=f"two of {random_one}'s {its} start equal (as with {random_one} filled with one value): those "
+                     f"two get equal gradients at every step and stay equal, so B A never reaches rank r (a constant "
+                     f"fill keeps it at rank 1 for good). Draw {random_one} at random so that its {its} differ",
+                id="equal-directions")
 
 
 def lora_layer(student_cls: Callable) -> CheckResult:
     """Check a class (base nn.Linear, rank, alpha) -> module with ``lora_A`` (r, in), ``lora_B`` (out, r), the base
-    frozen, computing the base's output plus (alpha / rank) · x Aᵀ Bᵀ."""
+    frozen, computing the base's output plus (alpha / rank) · x Aᵀ Bᵀ, on two layers (``LORA_CASES``).
+
+    Any start is right whose B A is zero (the layer starts as the base) and from which LoRA trains: a gradient
+    reaches A or B, and no two of the rank's directions start equal. Hu et al. start A random and B at zero; A at
+    zero with B random passes too."""
     ex = Exercise("lora_layer")
     with ex.run():
-        base = _square_layer()
-        original = copy.deepcopy(base)
-        x = _inputs()
-        layer = ex.call(student_cls, base, RANK, ALPHA)
-        shapes_ok = ex.require(
-            "lora_A has shape (rank, in) and lora_B (out, rank), both nn.Parameter",
-            isinstance(getattr(layer, "lora_A", None), nn.Parameter)
-            and isinstance(getattr(layer, "lora_B", None), nn.Parameter)
-            and layer.lora_A.shape == (RANK, 6) and layer.lora_B.shape == (6, RANK),
-            problem=f"got lora_A {tuple(getattr(getattr(layer, 'lora_A', None), 'shape', ()))}, lora_B "
-                    f"{tuple(getattr(getattr(layer, 'lora_B', None), 'shape', ()))}",
-            hint="self.lora_A = nn.Parameter(...) of shape (rank, base.in_features), lora_B (base.out_features, rank)")
-        if not shapes_ok:
+        cases = []
+        for number, (n_in, n_out, rank, alpha) in enumerate(LORA_CASES):
+            base = _layer(n_in, n_out)
+            original = copy.deepcopy(base)
+            layer = ex.call(student_cls, base, rank, alpha,
+                            description=f"LoRA(nn.Linear({n_in}, {n_out}), rank={rank}, alpha={alpha:g})")
+            cases.append((layer, original, rank, alpha, _case_inputs(n_in, number == 0)))
+        wrong_shapes = [
+            f"for nn.Linear({original.in_features}, {original.out_features}) with rank {rank}, expected lora_A "
+            f"{(rank, original.in_features)} and lora_B {(original.out_features, rank)}, got lora_A "
+            f"{tuple(getattr(getattr(layer, 'lora_A', None), 'shape', ()))}, lora_B "
+            f"{tuple(getattr(getattr(layer, 'lora_B', None), 'shape', ()))}"
+            for layer, original, rank, _, _ in cases
+            if not (isinstance(getattr(layer, "lora_A", None), nn.Parameter)
+                    and isinstance(getattr(layer, "lora_B", None), nn.Parameter)
+                    and layer.lora_A.shape == (rank, original.in_features)
+                    and layer.lora_B.shape == (original.out_features, rank))]
+        if not ex.require(
+                "lora_A has shape (rank, in) and lora_B (out, rank), both nn.Parameter", not wrong_shapes,
+                problem=wrong_shapes[0] if wrong_shapes else "",
+                hint="self.lora_A = nn.Parameter(...) of shape (rank, base.in_features), lora_B (base.out_features, "
+                     "rank)"):
             return ex.result
-        others = [name for name, p in layer.named_parameters() if p.requires_grad and name not in ("lora_A", "lora_B")]
+        others = sorted({name for layer, *_ in cases for name, p in layer.named_parameters()
+                         if p.requires_grad and name not in ("lora_A", "lora_B")})
         ex.require("the layer's parameters other than lora_A and lora_B (the base's weight and bias) are frozen",
                    not others, problem=f"these still train: {', '.join(others)}",
                    hint=Hint(idea="the base weights must not train: only A and B do (and the optimiser then holds "
                                   "state for them alone)", code="base.requires_grad_(False)", id="base-trainable"))
-        ex.require("lora_A and lora_B train", layer.lora_A.requires_grad and layer.lora_B.requires_grad,
+        ex.require("lora_A and lora_B train",
+                   all(layer.lora_A.requires_grad and layer.lora_B.requires_grad for layer, *_ in cases),
                    hint="nn.Parameter requires a gradient by default: do not freeze A or B")
-        ex.require("lora_B starts at zero", not bool(layer.lora_B.detach().any()),
-                   hint=Hint(idea="B starts at zero, so B A = 0 and the model is unchanged until it trains (A starts "
-                                  "random)", code="nn.init.zeros_(self.lora_B)", id="b-random"))
-        ex.require("lora_A starts random (not zero), so B receives a gradient at the first step",
-                   bool(layer.lora_A.detach().any()),
-                   hint=Hint(idea="with A and B both zero every gradient of A and B is zero and LoRA never trains: "
-                                  "draw A at random, keep B at zero", id="a-zero"))
-        ex.compare("at the start the layer computes what the base layer computes", layer(x), original(x),
+        starts = [(layer.lora_A.detach().clone(), layer.lora_B.detach().clone()) for layer, *_ in cases]
+        ex.require("B A is zero at the start, so the adapted layer starts as the base layer",
+                   all(not (b @ a).any() for a, b in starts),
+                   hint=Hint(idea="B A is not zero at the start: the adapted model no longer computes what the base "
+                                  "model computed before any training. Start one of A and B at zero (Hu et al.: B) "
+                                  "and the other random", code="nn.init.zeros_(self.lora_B)",
+                             id="update-nonzero-at-start"))
+        # The square layer first: every named mistake below gives an output of the right shape there.
+        (layer, original, rank, alpha, x), (wide, wide_original, wide_rank, wide_alpha, wide_x) = cases
+        out = layer(x)  # (batch, out)
+        if out.requires_grad:  # not, when forward detached A and B (the base being frozen)
+            (out * _inputs(*out.shape, seed=5)).sum().backward()  # the output along a random direction
+        reached = any(p.grad is not None and bool(p.grad.any()) for p in (layer.lora_A, layer.lora_B))
+        layer.zero_grad(set_to_none=True)
+        ex.require("a gradient reaches lora_A or lora_B at the first step, so LoRA can train", reached,
+                   hint=None if reached else _no_gradient_hint(*starts[0]))
+        paired = next(((a, pair) for a, b in starts  # both zero is named above
+                       if (a.any() or b.any()) and (pair := _paired_directions(a, b))), None)
+        ex.require("no two of the rank's directions start equal (rows of A with their columns of B), so B A can "
+                   "reach rank r", paired is None,
+                   problem=f"directions {paired[1][0]} and {paired[1][1]} start equal" if paired else "",
+                   hint=_equal_directions_hint(paired[0]) if paired else None)
+        ex.compare("at the start the layer computes what the base layer computes", out, original(x),
                    hint="return the base layer's output plus the low-rank path")
         generator = torch.Generator().manual_seed(2)
-        a = torch.randn(RANK, 6, dtype=torch.float64, generator=generator)  # (r, in)
-        b = torch.randn(6, RANK, dtype=torch.float64, generator=generator)  # (out, r)
+        a = torch.randn(rank, 6, dtype=torch.float64, generator=generator)  # (r, in)
+        b = torch.randn(6, rank, dtype=torch.float64, generator=generator)  # (out, r)
         _set_adapters(layer, a, b)
-        reference = LoRALinear(copy.deepcopy(original), RANK, ALPHA)
+        reference = LoRALinear(copy.deepcopy(original), rank, alpha)
         _set_adapters(reference, a, b)
         base_out = original(x)  # (batch, out)
         update = x @ a.T @ b.T  # (batch, out): the unscaled low-rank path
-        ex.compare(
-            "with A and B set, the output is base(x) + (alpha / rank) · x Aᵀ Bᵀ", layer(x), reference(x),
-            hint=Hint(idea="down to rank r with A, up with B, scaled by alpha / rank",
-                      code="self.base(x) + self.scale * (x @ self.lora_A.T) @ self.lora_B.T"),
-            mistakes={
-                Hint(idea="the scale alpha / rank is missing: it keeps the update's size steady when you change the "
-                          "rank", id="scale-missing"): base_out + update,
-                Hint(idea="the scale is alpha / rank, not rank / alpha", id="scale-inverted"): (
-                    base_out + RANK / ALPHA * update),
-                Hint(idea="the update B A is applied transposed: x (B A)ᵀ = x Aᵀ Bᵀ; A comes first (it maps in -> "
-                          "rank)", code="(x @ self.lora_A.T) @ self.lora_B.T", id="transposed-update"): (
-                    base_out + ALPHA / RANK * x @ (b @ a)),
-            },
-        )
+        if not ex.compare(
+                "with A and B set, the output is base(x) + (alpha / rank) · x Aᵀ Bᵀ", layer(x), reference(x),
+                hint=Hint(idea="down to rank r with A, up with B, scaled by alpha / rank",
+                          code="self.base(x) + self.scale * (x @ self.lora_A.T) @ self.lora_B.T"),
+                mistakes={
+                    Hint(idea="the scale alpha / rank is missing: it keeps the update's size steady when you change "
+                              "the rank", id="scale-missing"): base_out + update,
+                    Hint(idea="the scale is alpha / rank, not rank / alpha", id="scale-inverted"): (
+                        base_out + rank / alpha * update),
+                    Hint(idea="the update B A is applied transposed: x (B A)ᵀ = x Aᵀ Bᵀ; A comes first (it maps in "
+                              "-> rank)", code="(x @ self.lora_A.T) @ self.lora_B.T", id="transposed-update"): (
+                        base_out + alpha / rank * x @ (b @ a)),
+                }):
+            return ex.result
+        # Then the rectangular layer, with another rank and scale and (batch, T, in) inputs that are not contiguous.
+        where = (f"on nn.Linear(5, 7) with rank {wide_rank}, alpha {wide_alpha:g} and non-contiguous (batch, T, in) "
+                 "inputs")
+        wide_out, wide_expected = wide(wide_x), wide_original(wide_x)  # (batch, T, out)
+        hint = ("write forward for inputs of any leading shape (..., in), returning (..., out): matrix products and .T "
+                "work on them as they are, without a view or reshape to 2-D" if wide_out.shape != wide_expected.shape
+                else "return the base layer's output plus the low-rank path")
+        if not ex.compare(f"{where}: at the start the layer computes what the base layer computes", wide_out,
+                          wide_expected, hint=hint):
+            return ex.result
+        a = torch.randn(wide_rank, 5, dtype=torch.float64, generator=generator)  # (r, in)
+        b = torch.randn(7, wide_rank, dtype=torch.float64, generator=generator)  # (out, r)
+        _set_adapters(wide, a, b)
+        reference = LoRALinear(copy.deepcopy(wide_original), wide_rank, wide_alpha)
+        _set_adapters(reference, a, b)
+        ex.compare(f"{where}: with A and B set, the output is the formula's", wide(wide_x), reference(wide_x),
+                   hint="use the layer's own in, out, rank and alpha (nothing fixed to the first layer's)")
     return ex.result
 
 
-def _trained_lora_layer(bias: bool = True) -> LoRALinear:
-    """A LoRA layer on ``_square_layer`` (with its bias, or none) whose B is no longer zero, as after training."""
-    base = _square_layer()
+def _trained_lora_layer(n_in: int = 6, n_out: int = 6, rank: int = 2, alpha: float = 8.0,
+                        bias: bool = True) -> LoRALinear:
+    """A LoRA layer on ``_layer(n_in, n_out)`` (with its bias, or none) whose B is no longer zero, as after
+    training."""
+    base = _layer(n_in, n_out)
     if not bias:
         base.bias = None
-    layer = LoRALinear(base, RANK, ALPHA)
+    layer = LoRALinear(base, rank, alpha)
     generator = torch.Generator().manual_seed(3)
-    _set_adapters(layer, torch.randn(RANK, 6, dtype=torch.float64, generator=generator),
-                  torch.randn(6, RANK, dtype=torch.float64, generator=generator))
+    _set_adapters(layer, torch.randn(rank, n_in, dtype=torch.float64, generator=generator),
+                  torch.randn(n_out, rank, dtype=torch.float64, generator=generator))
     return layer
 
 
 def merge_lora_layer(student_fn: Callable) -> CheckResult:
-    """Check a function (LoRALinear) -> a new nn.Linear with weight W + (alpha / rank) · B A, the layer unchanged."""
+    """Check a function (LoRALinear) -> a new nn.Linear with weight W + (alpha / rank) · B A, the layer unchanged: on
+    a square layer (where a transposed update still fits), a rectangular one and one without bias."""
     ex = Exercise("merge_lora_layer")
     with ex.run():
         layer = _trained_lora_layer()
         before = copy.deepcopy(layer)
-        x = _inputs()
+        x = _inputs(4, 6)
         merged = ex.call(student_fn, layer)
         if not ex.require("returns an nn.Linear", isinstance(merged, nn.Linear),
                           problem=f"got {type(merged).__name__}", hint="build a new nn.Linear and copy the weights in"):
@@ -235,6 +353,13 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
                            "it twice. Build the merged weight as a new tensor", code="weight = W + update  # not W += "
                            "update", id="merged-in-place"),
         )
+        wide = _trained_lora_layer(5, 7, rank=3, alpha=6.0)
+        wide_x = _inputs(3, 2, 5, seed=4).transpose(0, 1)  # (2, 3, in), not contiguous
+        merged = ex.call(student_fn, copy.deepcopy(wide), description="merge(a 5 -> 7 LoRA layer of rank 3)")
+        ex.require("on a 5 -> 7 layer of rank 3 (alpha 6), the merged layer computes the same",
+                   isinstance(merged, nn.Linear) and merged.weight.shape == (7, 5)
+                   and torch.allclose(merged(wide_x), wide(wide_x), atol=1e-10, rtol=1e-10),
+                   hint="use the layer's own shapes and scale: B A is (out, in), like W")
         no_bias = _trained_lora_layer(bias=False)
         merged = ex.call(student_fn, no_bias, description="merge(a LoRA layer whose base has bias=None)")
         ex.require("a base without bias gives a merged layer without bias, computing the same",

@@ -19,9 +19,9 @@ from .widget import LessonWidget, State
 
 
 def rank_plot(ranks: Sequence[int], accuracies: Sequence[float], shares: Sequence[float], full: float,
-              base: float) -> Figure:
+              base: float, guesser: float | None = None) -> Figure:
     """Held-out exact match of LoRA at each rank (log-2 axis, each point labelled with its trainable share), beside
-    full fine-tuning's and the base model's as lines."""
+    full fine-tuning's, the base model's and (when given) a guesser's that reads no letters, as lines."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     ax.plot(ranks, accuracies, "o-", label="LoRA")
     for rank, accuracy, share in zip(ranks, accuracies, shares, strict=True):
@@ -29,6 +29,8 @@ def rank_plot(ranks: Sequence[int], accuracies: Sequence[float], shares: Sequenc
                     fontsize=8)
     ax.axhline(full, color="C1", linestyle="--", label="full fine-tuning")
     ax.axhline(base, color="grey", linestyle=":", label="base model")
+    if guesser is not None:
+        ax.axhline(guesser, color="C2", linestyle="-.", label="guesser (reads no letters)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(ranks), [str(r) for r in ranks])
     ax.set(title="Held-out exact match against LoRA's rank (labels: share of parameters trained)",
