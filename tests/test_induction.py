@@ -26,7 +26,15 @@ from transformer_lib.induction import (
     uniform_attention,
     uniform_loss,
 )
-from transformer_lib.interpret import ablate_heads, attention_patterns, head_output_means, trace_projections
+from transformer_lib.interpret import (
+    ablate_heads,
+    attention_patterns,
+    head_output_means,
+    projection_patch_reach,
+    residual_patch_reach,
+    trace_projections,
+    trace_residual,
+)
 
 
 def one_hot_pattern(length, key_of_query):
@@ -148,7 +156,8 @@ def test_the_recipe_grows_an_induction_head_in_layer_1(trained):
 @pytest.mark.trained
 def test_ablations_and_the_key_only_patch(trained):
     """The lesson's ablation and patching bounds on other seeds: every head matters; in layer 1 a pooled mean hurts
-    more than a per-position one; layer 1's key input at position 4, alone, restores the corrupted prediction."""
+    more than a per-position one and than zero; after block 0 only position 4's stream, and in layer 1 only the key
+    input at position 4, restores the corrupted prediction (over the cells a patch can reach)."""
     _, model, _, _, tokens = trained
     with torch.no_grad():
         intact = half_losses(model(tokens), tokens)[1].item()
@@ -158,20 +167,57 @@ def test_ablations_and_the_key_only_patch(trained):
             kept = half_losses(model(tokens), tokens)[1].item()
         with ablate_heads(model, [(layer, head)], "mean", pooled), torch.no_grad():
             mixed = half_losses(model(tokens), tokens)[1].item()
+        with ablate_heads(model, [(layer, head)], "zero"), torch.no_grad():
+            zeroed = half_losses(model(tokens), tokens)[1].item()
         bound(f"head {layer}.{head} mean-ablated: loss rise", kept - intact, at_least=0.2)
         if layer == 1:
             bound(f"head {layer}.{head}: pooled minus per-position mean's loss", mixed - kept, at_least=0.1)
+            bound(f"head {layer}.{head}: pooled mean's minus zero's loss", mixed - zeroed, at_least=0.2)
     clean = tokens[(tokens[:, :10] == tokens[:, 3:4]).sum(dim=1) == 1][:80]
     corrupted = clean.clone()
     corrupted[:, 3] = (clean[:, 3] + 1) % 64
     target = clean[:, 14]
     with torch.no_grad():
         ends = [torch.log_softmax(model(t)[:, 13], -1).gather(-1, target[:, None]).mean() for t in (clean, corrupted)]
-    restored = (trace_projections(model, clean, corrupted, 1, 13, target) - ends[1]) / (ends[0] - ends[1])  # (3, T)
     bound("clean minus corrupted log-probability", (ends[0] - ends[1]).item(), at_least=2.0)
+    stream = (trace_residual(model, clean, corrupted, 13, target) - ends[1]) / (ends[0] - ends[1])  # (layers + 1, T)
+    others = residual_patch_reach(clean, corrupted, 13, 2)[1]
+    bound("after block 0, position 4: share restored", stream[1, 4].item(), at_least=0.8)
+    others[4] = False
+    bound("after block 0, other reachable positions: most restored", stream[1][others].max().item(), at_most=0.2)
+    restored = (trace_projections(model, clean, corrupted, 1, 13, target) - ends[1]) / (ends[0] - ends[1])  # (3, T)
+    reach = projection_patch_reach(clean, corrupted, 1, 13, 2)  # (3, T)
     bound("key input at position 4: share restored", restored[1, 4].item(), at_least=0.8)
-    bound("query input: most restored anywhere", restored[0].max().item(), at_most=0.2)
-    bound("value input: most restored anywhere", restored[2].max().item(), at_most=0.2)
+    reach[1, 4] = False
+    bound("other reachable key inputs: most restored", restored[1][reach[1]].max().item(), at_most=0.2)
+    bound("query input: most restored where reachable", restored[0][reach[0]].max().item(), at_most=0.2)
+    bound("value input: most restored where reachable", restored[2][reach[2]].max().item(), at_most=0.2)
+
+
+def test_a_patch_outside_its_reach_restores_exactly_nothing():
+    """The grey cells of the lesson's patching maps: where the two runs do not differ, or where the place cannot reach
+    the predicting position, a patch leaves the corrupted log-probability as it was, on an untrained model too; the
+    reachable cells are the ones the construction allows and no more."""
+    set_seed(0)
+    model = GPT(GPTConfig(vocab_size=12, block_size=10, d_model=16, num_heads=2, num_layers=2, feed_forward=False))
+    model = model.double().eval()
+    clean = torch.randint(12, (4, 10), generator=torch.Generator().manual_seed(0))
+    corrupted = clean.clone()
+    corrupted[:, 3] = (clean[:, 3] + 1) % 12
+    target = clean[:, 8]
+    with torch.no_grad():
+        untouched = torch.log_softmax(model(corrupted)[:, 7], -1).gather(-1, target[:, None]).mean()
+    for trace, reach in (
+        (trace_residual(model, clean, corrupted, 7, target), residual_patch_reach(clean, corrupted, 7, 2)),
+        (trace_projections(model, clean, corrupted, 1, 7, target), projection_patch_reach(clean, corrupted, 1, 7, 2)),
+    ):
+        torch.testing.assert_close(trace[~reach], untouched.expand(int((~reach).sum())))
+        assert (trace[reach] - untouched).abs().min() > 1e-9  # every reachable cell moves it (generic weights)
+    assert residual_patch_reach(clean, corrupted, 7, 2).sum(1).tolist() == [1, 5, 1]  # 3; 3 … 7; 7
+    assert projection_patch_reach(clean, corrupted, 1, 7, 2).sum(1).tolist() == [1, 5, 5]  # query at 7; 3 … 7
+    assert projection_patch_reach(clean, corrupted, 0, 7, 2).sum(1).tolist() == [1, 1, 1]  # only 3 differs before
+    with pytest.raises(ValueError, match="same tokens"):
+        residual_patch_reach(clean, clean, 7, 2)
 
 
 @pytest.mark.trained

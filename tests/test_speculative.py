@@ -24,6 +24,7 @@ from transformer_lib.quantization import quantize_linear_layers
 from transformer_lib.speculative import (
     CachedLogits,
     ForwardTimer,
+    acceptance_interval,
     acceptance_probability,
     expected_speedup,
     expected_tokens_per_call,
@@ -93,6 +94,22 @@ def test_sampling_with_top_k_never_meets_a_nan():
 def test_expected_tokens_per_call():
     assert expected_tokens_per_call(0.0, 4) == 1.0 and expected_tokens_per_call(1.0, 4) == 5.0
     assert math.isclose(expected_tokens_per_call(0.5, 2), 1.75)
+
+
+def test_acceptance_interval_is_wilsons_and_covers_the_rate():
+    low, high = acceptance_interval(233, 249)
+    assert low < 233 / 249 < high and 0 < low and high < 1
+    # Wilson's interval, written out for 8 of 10 at z = 1.96: centre (p + z²/2n) / (1 + z²/n)
+    p, n, z = 0.8, 10, 1.96
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low, high = acceptance_interval(8, 10)
+    assert math.isclose(low, centre - half) and math.isclose(high, centre + half)
+    assert acceptance_interval(10, 10)[1] == 1.0 and acceptance_interval(0, 10)[0] == 0.0  # stays inside [0, 1]
+    narrow, wide = acceptance_interval(800, 1000), acceptance_interval(80, 100)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+    with pytest.raises(ValueError, match="examined > 0"):
+        acceptance_interval(0, 0)
 
 
 def test_expected_speedup_is_leviathans_improvement_factor():

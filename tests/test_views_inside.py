@@ -11,6 +11,7 @@ from transformer_lib.views.inside_a_trained_model import (
     all_head_patterns,
     half_loss_curves,
     induction_head_widget,
+    patching_map,
     phase_change_curves,
     rank_by_depth,
     score_table,
@@ -40,6 +41,9 @@ def test_the_plots_draw():
     assert len(figure.axes) == 4
     axes = score_table(torch.rand(2, 2), torch.rand(2, 2))
     assert axes[0].get_title() == "previous-token score"
+    reach = torch.tensor([[False, True, True], [True, False, False]])
+    ax = patching_map(torch.rand(2, 3), reach, ["a", "b"], "patches", "depth")
+    assert [t.get_text() for t in ax.texts].count("·") == 3  # the cells a patch cannot reach are marked, not numbered
     ax = rank_by_depth(torch.randint(0, 5, (3, 10)), "ranks")
     assert ax.get_ylabel() == "rank of the correct next token"
     plt.close("all")

@@ -193,6 +193,53 @@ def trace_residual(
     ])  # (layers + 1, T)
 
 
+def _changed_positions(clean: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
+    """(T,) bool: the positions whose token differs between ``clean`` and ``corrupted`` (batch, T) in some row."""
+    if clean.shape != corrupted.shape:
+        raise ValueError(f"clean {tuple(clean.shape)} and corrupted {tuple(corrupted.shape)} must have one shape")
+    changed = (clean != corrupted).any(dim=0)  # (T,)
+    if not changed.any():
+        raise ValueError("clean and corrupted are the same tokens: corrupt at least one position")
+    return changed
+
+
+def residual_patch_reach(clean: torch.Tensor, corrupted: torch.Tensor, position: int, num_layers: int) -> torch.Tensor:
+    """Where :func:`trace_residual` can measure anything: (layers + 1, T) bool, False where a patch restores exactly
+    nothing by construction, whatever the weights.
+
+    A patch changes the prediction at ``position`` only where the two runs' streams differ and the place reaches
+    ``position``. The embeddings differ only at the corrupted tokens; after a block, causal attention has spread the
+    difference to every later position, never to an earlier one. A stream reaches ``position`` from any position up
+    to it, except after the last block, where only ``position``'s own stream is unembedded.
+    """
+    changed = _changed_positions(clean, corrupted)  # (T,)
+    at = torch.arange(clean.shape[1])  # (T,)
+    differs_after_a_block = at >= int(changed.nonzero()[0])  # (T,): from the first corrupted position on
+    reach = torch.zeros(num_layers + 1, clean.shape[1], dtype=torch.bool)
+    reach[0] = changed & (at <= position)
+    reach[1:num_layers] = differs_after_a_block & (at <= position)
+    reach[num_layers] = differs_after_a_block & (at == position)
+    return reach  # (layers + 1, T)
+
+
+def projection_patch_reach(
+    clean: torch.Tensor, corrupted: torch.Tensor, layer: int, position: int, num_layers: int
+) -> torch.Tensor:
+    """Where :func:`trace_projections` can measure anything: (3, T) bool in the order of ``PROJECTIONS``, False
+    where a patch restores exactly nothing by construction.
+
+    Block ``layer``'s attention input differs between the runs where the stream before it differs (only at the
+    corrupted tokens before block 0, from the first of them on after). A key or a value at position j reaches the
+    query at ``position`` only for j <= ``position`` (causal attention); a query serves its own position, so in the
+    last block only the query at ``position`` matters, in an earlier one any query up to it.
+    """
+    changed = _changed_positions(clean, corrupted)  # (T,)
+    at = torch.arange(clean.shape[1])  # (T,)
+    differs = changed if layer == 0 else at >= int(changed.nonzero()[0])  # (T,)
+    query_reach = at == position if layer == num_layers - 1 else at <= position
+    return torch.stack([differs & query_reach, differs & (at <= position), differs & (at <= position)])  # (3, T)
+
+
 @torch.no_grad()
 def attention_input(model: GPT, tokens: torch.Tensor, layer: int) -> torch.Tensor:
     """What block ``layer``'s attention reads on ``tokens`` (batch, T): the LayerNormed residual stream, the one

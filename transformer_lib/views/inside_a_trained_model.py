@@ -95,6 +95,25 @@ def score_table(previous: torch.Tensor, induction: torch.Tensor, ax: plt.Axes | 
     return ax
 
 
+def patching_map(restored: torch.Tensor, reach: torch.Tensor, row_labels: Sequence[str], title: str, ylabel: str,
+                 ax: plt.Axes | None = None) -> plt.Axes:
+    """The share of a prediction restored by each patch, ``restored`` (rows, T), as a heatmap in which the places a
+    patch cannot reach (``reach`` (rows, T) False: the runs do not differ there, or the place cannot influence the
+    prediction) are grey and marked "·" instead of a number: they are 0 by construction, not a finding."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.6 + 0.6 * restored.shape[0]))
+    shown = restored.detach().double().masked_fill(~reach, float("nan"))  # (rows, T): NaN where unreachable
+    heatmap(shown, row_labels, [str(p) for p in range(restored.shape[1])], title, "position", ylabel, ax=ax,
+            annotate=False, vmin=-0.1, vmax=1.0)
+    ax.set_facecolor("lightgrey")  # NaN cells are not drawn: the background shows through
+    for i, j in zip(*np.nonzero(reach.numpy()), strict=True):
+        value = shown[i, j].item()
+        ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=9, color="white" if value < 0.5 else "black")
+    for i, j in zip(*np.nonzero(~reach.numpy()), strict=True):
+        ax.text(j, i, "·", ha="center", va="center", fontsize=9, color="dimgrey")
+    return ax
+
+
 def rank_by_depth(ranks: torch.Tensor, title: str, ax: plt.Axes | None = None) -> plt.Axes:
     """The median and the share of top-1 ranks of the correct next token at each depth: ``ranks``
     (depths, positions) long, depth 0 = the embeddings."""
