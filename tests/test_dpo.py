@@ -1,7 +1,7 @@
 """DPO (transformer_lib/dpo.py): the response log-probability, the loss and its gradient against the paper's closed
 form (TRL 1.16 computes its DPO loss inside ``DPOTrainer``, not in a function callable on tensors), the preference
-pairs, and the trained claims lesson 16 asserts, on other seeds than the lesson's (`course.py bounds`: 5 seeds,
-3 CPU kernel settings)."""
+pairs, and the trained claims lesson 16 asserts, on the lesson's seed by default and on 5 seeds in 3 CPU kernel settings
+with `course.py bounds`."""
 
 import copy
 
@@ -124,8 +124,8 @@ def test_preference_pairs_keep_only_wrong_answers_and_prefer_the_right_one():
 
 
 @pytest.mark.trained
-@pytest.mark.parametrize("seed", bound_seeds((1,)))
-def test_the_lessons_dpo_claims_hold_on_other_seeds(seed):
+@pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
+def test_the_lessons_dpo_claims_hold(seed):
     """β = 1 raises held-out exact match on the start model's weakest task by at least 30 points, and β = 0.1 moves
     the policy further from the reference (a KL of the answer's first character larger by at least 0.25 nats)."""
     device = torch.device("cpu")

@@ -1,5 +1,6 @@
 """Supervised fine-tuning (transformer_lib/sft.py): the instructions and their template, the response mask, and the
-trained claims lesson 15 asserts, on other seeds of its recipes than the lesson's."""
+trained claims lesson 15 asserts, on the lesson's seed by default and on 5 seeds in 3 CPU kernel settings with
+`course.py bounds`."""
 
 from dataclasses import replace
 
@@ -93,8 +94,8 @@ def test_greedy_answers_stop_at_the_end_character_and_agree_with_answer_probabil
 
 
 @pytest.mark.trained
-@pytest.mark.parametrize("seed", bound_seeds((1,)))
-def test_the_lessons_claims_hold_on_other_seeds(seed):
+@pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
+def test_the_lessons_claims_hold(seed):
     """Held-out exact match after full fine-tuning at least 50 points above the base's; the same recipe from a random
     initialisation, on the same batches, at least 1.5 times the training loss over the last 100 steps; LoRA (at most
     5 % of the parameters trained) within 10 points of full fine-tuning; the merged LoRA model computes what the

@@ -274,7 +274,7 @@ def test_the_best_step_is_where_the_held_out_loss_is_lowest():
 
 
 @pytest.mark.trained
-@pytest.mark.parametrize("seed", bound_seeds((1,)))
+@pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_them(seed):
     """Lesson 09's comparison at matched schedules: both runs take the same 150 steps, seed, weights and batches;
     the model with positions also scores higher over the test set, by the margins lesson 09 asserts."""
