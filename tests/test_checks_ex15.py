@@ -46,7 +46,7 @@ class LoRA(nn.Module):
         if bug == "frozen copy":  # correct too: the module's own base is frozen, the caller's layer untouched
             base = copy.deepcopy(base)
         self.base = base if bug == "trainable" else base.requires_grad_(False)
-        self.scale = {"no scale": 1.0, "inverted": rank / alpha}.get(bug, alpha / rank)
+        self.scale = {"no scale": 1.0, "inverted": rank / alpha, "floored": alpha // rank}.get(bug, alpha / rank)
         self.lora_A = nn.Parameter(torch.zeros(rank, base.in_features, dtype=base.weight.dtype))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
         if bug == "a ones":  # rank 1 for good: every row of A the same
@@ -196,6 +196,7 @@ def test_lora_layer_names_each_mistake():
     assert_diagnosed(check.lora_layer(lora_with("two rows equal")), "equal-directions")
     assert_diagnosed(check.lora_layer(lora_with("no scale")), "scale-missing")
     assert_diagnosed(check.lora_layer(lora_with("inverted")), "scale-inverted")
+    assert_diagnosed(check.lora_layer(lora_with("floored")), "scale-floored")
     assert_diagnosed(check.lora_layer(lora_with("transposed")), "transposed-update")
     assert_rejected_with(check.lora_layer(lora_with("both random")), "B A is not zero at the start")
     assert_rejected_with(check.lora_layer(lora_with("both zero")), "both start at zero")

@@ -110,7 +110,7 @@ def test_group_advantages_accepts_the_solution_and_names_each_mistake():
     assert check.group_advantages(
         lambda r: advantages(r, "no eps").masked_fill((r == r[:, :1]).all(dim=1, keepdim=True), 0.0)).ok
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "no eps")), "zero-std-nan")
-    # eps alone: no NaN, but a tied group of 3.3 (its float32 mean rounds) gets 0.19, not 0
+    # eps alone: no NaN, but a tied group whose float32 mean rounds (3.3 here) gets 0.19, not 0
     eps_only = check.group_advantages(lambda r: advantages(r, "eps only"))
     assert_diagnosed(eps_only, "tie-rounds")
     assert eps_only.passed == check.group_advantages(advantages).passed - 1
@@ -122,10 +122,10 @@ def test_group_advantages_accepts_the_solution_and_names_each_mistake():
         lambda r: advantages(r, "sample").masked_fill((r == r[:, :1]).all(dim=1, keepdim=True), 0.0)).ok
     assert check.group_advantages(
         lambda r: advantages(r, "sample", eps=1e-4).masked_fill((r == r[:, :1]).all(dim=1, keepdim=True), 0.0)).ok
-    # TRL's formula as it is (no tie test): the tied group of 3.3 gets about 2e-3, and the hint names it
+    # TRL's formula as it is (no tie test): a tied group whose mean rounds gets about 2e-3, and the hint names it
     trl = check.group_advantages(lambda r: advantages(r, "sample", eps=1e-4))
     assert_diagnosed(trl, "tie-rounds")
-    assert_rejected_with(trl, "sample std + 0.0001")
+    assert_rejected_with(trl, "(std + 0.0001)")
     assert_diagnosed(check.group_advantages(lambda r: advantages(r, "std axis")), "std-wrong-axis")
     assert_rejected_with(check.group_advantages(lambda r: advantages(r, "no eps")), "your result contains NaN")
     # forgetting keepdim on a non-square batch raises, and the check says where

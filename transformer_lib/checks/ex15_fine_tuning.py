@@ -157,8 +157,9 @@ def _set_adapters(layer: nn.Module, a: torch.Tensor, b: torch.Tensor) -> None:
 
 # (in, out, rank, alpha) of the layers the LoRA check builds: a square one, whose scale alpha / rank = 4 shows a
 # missing (1) or inverted (0.25) scale and where an update applied transposed still fits; then a rectangular one
-# with another rank and scale, fed (batch, T, in) inputs that are not contiguous.
-LORA_CASES = ((6, 6, 2, 8.0), (5, 7, 3, 6.0))
+# with another rank and a scale that is not a whole number (7 / 3, which alpha // rank floors to 2), fed
+# (batch, T, in) inputs that are not contiguous.
+LORA_CASES = ((6, 6, 2, 8.0), (5, 7, 3, 7.0))
 
 
 def _case_inputs(n_in: int, square: bool) -> torch.Tensor:
@@ -294,8 +295,12 @@ def lora_layer(student_cls: Callable) -> CheckResult:
         _set_adapters(wide, a, b)
         reference = LoRALinear(copy.deepcopy(wide_original), wide_rank, wide_alpha)
         _set_adapters(reference, a, b)
+        wide_base, wide_update = wide_original(wide_x), wide_x @ a.T @ b.T  # (batch, T, out) each
         ex.compare(f"{where}: with A and B set, the output is the formula's", wide(wide_x), reference(wide_x),
-                   hint="use the layer's own in, out, rank and alpha (nothing fixed to the first layer's)")
+                   hint="use the layer's own in, out, rank and alpha (nothing fixed to the first layer's)",
+                   mistakes={Hint(idea="alpha / rank is a true division: integer division (//) drops the fraction "
+                                       "when the rank does not divide alpha", id="scale-floored"): (
+                       wide_base + (wide_alpha // wide_rank) * wide_update)})
     return ex.result
 
 
@@ -353,10 +358,10 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
                            "it twice. Build the merged weight as a new tensor", code="weight = W + update  # not W += "
                            "update", id="merged-in-place"),
         )
-        wide = _trained_lora_layer(5, 7, rank=3, alpha=6.0)
+        wide = _trained_lora_layer(5, 7, rank=3, alpha=7.0)
         wide_x = _inputs(3, 2, 5, seed=4).transpose(0, 1)  # (2, 3, in), not contiguous
         merged = ex.call(student_fn, copy.deepcopy(wide), description="merge(a 5 -> 7 LoRA layer of rank 3)")
-        ex.require("on a 5 -> 7 layer of rank 3 (alpha 6), the merged layer computes the same",
+        ex.require("on a 5 -> 7 layer of rank 3 (alpha 7), the merged layer computes the same",
                    isinstance(merged, nn.Linear) and merged.weight.shape == (7, 5)
                    and torch.allclose(merged(wide_x), wide(wide_x), atol=1e-10, rtol=1e-10),
                    hint="use the layer's own shapes and scale: B A is (out, in), like W")

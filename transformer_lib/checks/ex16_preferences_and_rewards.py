@@ -156,19 +156,27 @@ def dpo_loss(student_fn: Callable) -> CheckResult:
 # one graded reward; non-square, so mean and std over the wrong axis give other shapes or values
 REWARDS = ((1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 0.0, 1.0), (0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0),
            (0.5, 0.0, 1.0, 0.25))
-# One group of eight equal rewards that float32 cannot hold exactly: its mean rounds one unit above 3.3, so its
-# centred rewards are about 2.4e-7, not 0, and dividing them by (std + ε) with a std of the same size leaves 0.19
-TIED = (3.3,) * 8
+# Five groups of eight equal rewards that float32 cannot hold exactly. Whether a group's mean rounds away from its
+# rewards depends on the order in which the CPU's kernel sums them, so several values are tried: where one rounds,
+# its centred rewards are about 1e-7, not 0, and dividing them by (std + ε) with a std of the same size leaves a
+# number far from 0 (0.19 for 3.3 on an AVX-512 CPU).
+TIED = (3.3, 0.1, 0.7, 2.9, 0.3)
+TIED_GROUP_SIZE = 8
+
+
+def _tied_rewards() -> torch.Tensor:
+    """(5 groups, 8) float32: each row eight copies of one value of ``TIED``."""
+    return torch.tensor(TIED)[:, None].repeat(1, TIED_GROUP_SIZE)
 
 
 def _tie_hint(unbiased: bool, eps: float) -> Hint:
-    """The hint for a tied group of 3.3 divided by (std + eps) instead of set to 0, naming the value it gives."""
-    tied = torch.tensor([TIED])  # (1, 8)
-    value = ((tied - tied.mean(dim=1, keepdim=True)) / (tied.std(dim=1, unbiased=unbiased, keepdim=True) + eps))[0, 0]
-    std = "sample" if unbiased else "population"
-    return Hint(idea=f"the group's mean rounds one unit away from 3.3, so the centred rewards are about 2e-7, not 0, "
-                     f"and the std is as small: dividing by ({std} std + {eps:g}) gives {value.item():.2g}, not 0. "
-                     f"Test for a tie and give the group exactly 0",
+    """The hint for tied groups divided by (std + eps) instead of set to 0, naming the largest value it gives (with
+    either std: where eps is far larger than the std, the two give nearly the same numbers)."""
+    tied = _tied_rewards()
+    value = ((tied - tied.mean(dim=1, keepdim=True)) / (tied.std(dim=1, unbiased=unbiased, keepdim=True) + eps))
+    return Hint(idea=f"a group's mean can round one unit away from its equal rewards in float32, so the centred "
+                     f"rewards are about 1e-7, not 0, and the std is as small: dividing by (std + {eps:g}) "
+                     f"gives up to {value.abs().max().item():.2g}, not 0. Test for a tie and give the group exactly 0",
                 code="advantages.masked_fill((rewards == rewards[:, :1]).all(dim=1, keepdim=True), 0.0)",
                 id="tie-rounds")
 
@@ -214,13 +222,16 @@ def group_advantages(student_fn: Callable) -> CheckResult:
                     / (rewards.std(dim=0, unbiased=False, keepdim=True) + 1e-6)),
             },
         )
-        tied = torch.tensor([TIED])  # (1 group, G = 8), float32
-        got_tied = ex.call(student_fn, tied.clone(), description="group_advantages(a group of eight rewards 3.3)")
-        centred = tied - tied.mean(dim=1, keepdim=True)  # (1, 8): not exactly 0, the mean rounds
+        tied = _tied_rewards()  # (5 groups, G = 8), float32
+        values = ", ".join(f"{v:g}" for v in TIED)
+        got_tied = ex.call(student_fn, tied.clone(),
+                           description=f"group_advantages(five groups of eight equal rewards: {values})")
+        centred = tied - tied.mean(dim=1, keepdim=True)  # (5, 8): not exactly 0 where a mean rounds
+        stds = {unbiased: tied.std(dim=1, unbiased=unbiased, keepdim=True) for unbiased in (False, True)}  # (5, 1)
         ex.compare(
-            "a group of eight equal rewards 3.3 (float32 cannot hold 3.3 exactly) gets advantages of exactly 0",
-            got_tied, torch.zeros(1, len(TIED)), atol=1e-7, rtol=0.0,
-            mistakes={_tie_hint(unbiased, eps): centred / (tied.std(dim=1, unbiased=unbiased, keepdim=True) + eps)
+            f"groups of eight equal rewards ({values}: float32 holds none of them exactly) get advantages of exactly 0",
+            got_tied, torch.zeros_like(tied), atol=1e-7, rtol=0.0,
+            mistakes={_tie_hint(unbiased, eps): centred / (stds[unbiased] + eps)
                       for unbiased in (False, True) for eps in (1e-6, 1e-4)},
         )
     return ex.result
