@@ -70,6 +70,28 @@ def test_a_cached_run_gives_what_training_gave(cache, monkeypatch):
     assert after_warm == after_cold  # every generator left where training leaves it
 
 
+def test_a_longer_run_goes_on_from_the_longest_shorter_one_cached(cache, monkeypatch):
+    tiny_run(steps=2)
+    tiny_run(steps=4)
+    started_at = []
+    original = recipes.train_gpt
+
+    def recording(model, train, steps, *args, state, **kwargs):
+        started_at.append(state.step)
+        return original(model, train, steps, *args, state=state, **kwargs)
+
+    monkeypatch.setattr(recipes, "train_gpt", recording)
+    continued = tiny_run(steps=6)
+    assert started_at == [4]  # not from 2, not from 0
+    monkeypatch.setenv(CACHE_VARIABLE, str(cache / "empty"))
+    uninterrupted = tiny_run(steps=6)
+    assert started_at == [4, 0]
+    assert continued.history.step_loss == uninterrupted.history.step_loss
+    assert continued.history.valid_loss == uninterrupted.history.valid_loss
+    for name, tensor in uninterrupted.model.state_dict().items():
+        assert torch.equal(continued.model.state_dict()[name], tensor), name
+
+
 @dataclass
 class Draws:
     values: list[float]

@@ -18,6 +18,7 @@ from transformer_lib.model import Transformer
 from transformer_lib.recipes import train_translation_model, translation_model_config
 from transformer_lib.training import (
     LMHistory,
+    LMTrainingState,
     TrainingConfig,
     evaluate_loss,
     label_smoothed_cross_entropy,
@@ -259,6 +260,31 @@ def test_training_lowers_the_loss_is_repeatable_and_measures_both_splits(seed):
     assert runs[0].step_loss == runs[1].step_loss
     assert runs[0].eval_steps == [0, 20, 40, 60] and len(runs[0].valid_loss) == len(runs[0].train_loss) == 4
     bound("training loss last / first", runs[0].train_loss[-1] / runs[0].train_loss[0], at_most=0.8)
+
+
+@pytest.mark.parametrize("stop", [20, 30])  # on the grid of measurements, and between two of them
+def test_a_run_stopped_and_continued_equals_the_run_that_never_stopped(stop):
+    """Same machine, same setting, the same computations in the same order: equal to the last bit."""
+    tokenizer = CharTokenizer(zen_of_python())
+    train, valid = train_valid_split(tokenizer.encode(zen_of_python()), 0.2)
+    settings = {"valid": valid, "batch_size": 8, "lr": 3e-3, "eval_every": 20, "eval_windows": 4, "seed": 3}
+    whole_model = _small_gpt(len(tokenizer))
+    whole = train_gpt(whole_model, train, 50, **settings)
+    parted_model, state = _small_gpt(len(tokenizer)), LMTrainingState()
+    train_gpt(parted_model, train, stop, state=state, **settings)
+    assert state.step == stop
+    parted = train_gpt(parted_model, train, 50, state=state, **settings)
+    assert parted.eval_steps == whole.eval_steps == [0, 20, 40, 50]
+    assert (parted.step_loss, parted.train_loss, parted.valid_loss) == (whole.step_loss, whole.train_loss,
+                                                                        whole.valid_loss)
+    for name, tensor in whole_model.state_dict().items():
+        assert torch.equal(parted_model.state_dict()[name], tensor), name
+
+
+def test_a_run_cannot_go_on_to_fewer_steps_than_it_took():
+    tokenizer = CharTokenizer(zen_of_python())
+    with pytest.raises(ValueError, match=r"already took 5 steps, more than steps=3: pass steps >= 5"):
+        train_gpt(_small_gpt(len(tokenizer)), tokenizer.encode(zen_of_python()), 3, state=LMTrainingState(step=5))
 
 
 def test_train_gpt_needs_more_data_than_one_block():

@@ -239,6 +239,7 @@ from .speed import REFERENCE_STEPS_PER_S, at_reference, machine_speed, yardstick
 from .torch_interop import copy_decoder_layer_weights, copy_encoder_layer_weights, copy_multihead_weights
 from .training import (
     LMHistory,
+    LMTrainingState,
     TrainingConfig,
     label_smoothed_cross_entropy,
     shift_for_teacher_forcing,
@@ -356,6 +357,7 @@ __all__ = [
     "GPTCache",
     "GPTConfig",
     "LMHistory",
+    "LMTrainingState",
     "WidthLadder",
     "baseline_losses",
     "bigram_probabilities",

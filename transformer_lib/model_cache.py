@@ -140,6 +140,29 @@ def _training_lock(path: Path) -> Iterator[None]:
         yield
 
 
+def _run_key(recipe: str, arguments: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Everything that names a run: the recipe, its arguments (as ``repr``) and this machine's setting."""
+    return {"recipe": recipe, "arguments": {name: repr(value) for name, value in arguments.items()},
+            **setting_key(device)}
+
+
+def _digest(key: dict[str, Any]) -> str:
+    return hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:20]
+
+
+def _payload(key: dict[str, Any], model: nn.Module, **extra: Any) -> dict[str, Any]:
+    """What a cache file holds: the key, the weights, the model's mode and every generator's state, and ``extra``."""
+    return {"key": key, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "training": model.training, "random states": _random_states(), **extra}
+
+
+def _load(model: nn.Module, payload: dict[str, Any]) -> None:
+    """Put the stored weights into ``model`` and the mode and generators where training left them."""
+    model.load_state_dict(payload["state_dict"])
+    model.train(payload["training"])
+    _restore_random_states(payload["random states"])
+
+
 def cached_training(
     recipe: str,
     arguments: dict[str, Any],
@@ -154,10 +177,8 @@ def cached_training(
     is made the same way); ``train`` trains it in place and returns a dataclass of plain numbers and lists. After a
     load, the model's mode and every random number generator are as training would have left them.
     """
-    key = {"recipe": recipe, "arguments": {name: repr(value) for name, value in arguments.items()},
-           **setting_key(device)}
-    name = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()[:20]
-    path = cache_folder() / f"{recipe}-{name}.pt"
+    key = _run_key(recipe, arguments, device)
+    path = cache_folder() / f"{recipe}-{_digest(key)}.pt"
     model = build()
     payload = _read(path, key)
     if payload is None:
@@ -165,14 +186,63 @@ def cached_training(
             payload = _read(path, key)  # another process may have stored it while this one waited
             if payload is None:
                 history = train(model)
-                _store(path, {"key": key, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-                              "training": model.training, "history": asdict(history),
-                              "random states": _random_states()})
+                _store(path, _payload(key, model, history=asdict(history)))
                 return model, history
-    model.load_state_dict(payload["state_dict"])
-    model.train(payload["training"])
-    _restore_random_states(payload["random states"])
+    _load(model, payload)
     return model, history_type(**payload["history"])
+
+
+def cached_continued_training(
+    recipe: str,
+    arguments: dict[str, Any],
+    steps: int,
+    build: Callable[[], nn.Module],
+    train: Callable[[nn.Module, dict[str, Any] | None], dict[str, Any]],
+    device: torch.device,
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Like :func:`cached_training`, for a run that can stop and go on: ``steps`` steps of the run that
+    ``arguments`` name. Not cached, it starts from the longest run of the same arguments already cached with fewer
+    steps, so a lesson that trains a recipe longer than an earlier lesson did pays only for the extra steps.
+
+    ``train(model, state)`` continues the model from ``state`` (what an earlier call returned, or None to start
+    from the beginning) up to ``steps`` and returns the state it stops in: a dict of plain numbers, lists and
+    tensors (the step, the optimiser's moments, the batch generator's position, the history). The result is the
+    model and that state, equal on one machine and setting to the run that never stopped (its tests show it).
+    """
+    run_key = _run_key(recipe, arguments, device)
+    prefix = f"{recipe}-{_digest(run_key)}-"
+
+    def key(length: int) -> dict[str, Any]:
+        return {**run_key, "steps": length}
+
+    path = cache_folder() / f"{prefix}{steps}.pt"
+    model = build()
+    payload = _read(path, key(steps))
+    if payload is None:
+        with _training_lock(path):
+            payload = _read(path, key(steps))
+            if payload is None:
+                state = None
+                for length in sorted(_cached_lengths(prefix), reverse=True):  # the longest shorter run first
+                    if length < steps and (shorter := _read(path.with_name(f"{prefix}{length}.pt"), key(length))):
+                        _load(model, shorter)
+                        state = shorter["state"]
+                        break
+                state = train(model, state)
+                _store(path, _payload(key(steps), model, state=state))
+                return model, state
+    _load(model, payload)
+    return model, payload["state"]
+
+
+def _cached_lengths(prefix: str) -> list[int]:
+    """The step counts of the runs cached under ``prefix`` (files ``<prefix><steps>.pt``)."""
+    lengths = []
+    for path in cache_folder().glob(f"{prefix}*.pt"):
+        count = path.stem.removeprefix(prefix)
+        if count.isdigit():
+            lengths.append(int(count))
+    return lengths
 
 
 def _store(path: Path, payload: dict[str, Any]) -> None:

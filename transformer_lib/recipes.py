@@ -8,7 +8,8 @@ also trains a shorter run of the character GPT, whose next-character distributio
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -16,8 +17,8 @@ from .data import CharTokenizer, TranslationTask, make_translation_task, python_
 from .device import get_device, set_seed, single_thread
 from .gpt import GPT, GPTConfig
 from .model import Transformer, TransformerConfig
-from .model_cache import cached_training
-from .training import History, LMHistory, TrainingConfig, train, train_gpt
+from .model_cache import cached_continued_training, cached_training
+from .training import History, LMHistory, LMTrainingState, TrainingConfig, train, train_gpt
 
 
 def translation_model_config(task: TranslationTask) -> TransformerConfig:
@@ -94,17 +95,18 @@ class CharGPTRun:
 
 def train_char_gpt(
     steps: int = 600, device: torch.device | None = None, *, config: GPTConfig | None = None, batch_size: int = 32,
-    lr: float = 3e-3, seed: int = 0, eval_every: int | None = None, eval_windows: int = 32,
+    lr: float = 3e-3, seed: int = 0, eval_every: int | None = 100, eval_windows: int = 32,
 ) -> CharGPTRun:
     """Lesson 11's run: a GPT on Python's documentation (``python_docs``, the last 10 % held out), seeded, trained
     by ``train_gpt`` with AdamW at ``lr`` for ``steps`` steps of ``batch_size`` windows. Lesson 11 takes
     :func:`char_gpt_config` for 600 steps and builds the run step by step; other lessons pass another ``config``
-    (whose ``vocab_size`` must be the text's number of characters). With ``eval_every``, both splits are measured
-    on ``eval_windows`` windows along the way.
+    (whose ``vocab_size`` must be the text's number of characters). Every ``eval_every`` steps (None: never), both
+    splits are measured on ``eval_windows`` windows.
 
     It trains on one CPU thread, like the course's other recipes. The same arguments give the same model on the same
     machine; a run already in the model cache is loaded instead (:mod:`~transformer_lib.model_cache`), so lessons
-    and tests that share a run train it once.
+    and tests that share a run train it once, and a longer run of the same arguments goes on from the longest one
+    cached (lesson 11's 600 steps from lesson 10's 300).
     """
     device = device or get_device()
     text = python_docs()
@@ -119,13 +121,16 @@ def train_char_gpt(
         set_seed(seed)
         return GPT(config).to(device)
 
-    def run(model: GPT) -> LMHistory:
+    def run(model: GPT, stored: dict[str, Any] | None) -> dict[str, Any]:
+        state = LMTrainingState.from_dict(stored) if stored else LMTrainingState()
         with single_thread():  # a small model: one CPU thread is nearly as fast, and far steadier beside other work
-            return train_gpt(model, train_split, steps=steps, valid=valid_split if eval_every else None,
-                             batch_size=batch_size, lr=lr, seed=seed, eval_every=eval_every,
-                             eval_windows=eval_windows)
+            train_gpt(model, train_split, steps=steps, valid=valid_split if eval_every else None,
+                      batch_size=batch_size, lr=lr, seed=seed, eval_every=eval_every, eval_windows=eval_windows,
+                      state=state)
+        return asdict(state)
 
-    arguments = {"steps": steps, "config": config, "batch_size": batch_size, "lr": lr, "seed": seed,
-                 "eval_every": eval_every, "eval_windows": eval_windows}
-    model, history = cached_training("char-gpt", arguments, build, run, LMHistory, device)
+    arguments = {"config": config, "batch_size": batch_size, "lr": lr, "seed": seed, "eval_every": eval_every,
+                 "eval_windows": eval_windows}
+    model, state = cached_continued_training("char-gpt", arguments, steps, build, run, device)
+    history = LMHistory(**state["history"])
     return CharGPTRun(model, tokenizer, train_split, valid_split, history)

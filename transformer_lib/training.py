@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -312,6 +313,22 @@ class LMHistory:
         return self.eval_steps[best]
 
 
+@dataclass
+class LMTrainingState:
+    """Where a :func:`train_gpt` run stands, besides the model's weights: the steps taken, AdamW's state, the batch
+    generator's position and the history so far. Enough to continue the run exactly where it stopped."""
+
+    step: int = 0
+    optimizer: dict[str, Any] | None = None  # AdamW's state_dict(): its moments and step count per parameter
+    generator: torch.Tensor | None = None  # the batch generator's get_state()
+    history: LMHistory = field(default_factory=LMHistory)
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> LMTrainingState:
+        """The state that ``dataclasses.asdict`` turned into ``stored``."""
+        return cls(**{**stored, "history": LMHistory(**stored["history"])})
+
+
 def train_gpt(
     model: GPT,
     train: torch.Tensor,
@@ -322,6 +339,7 @@ def train_gpt(
     seed: int = 0,
     eval_every: int | None = None,
     eval_windows: int = 64,
+    state: LMTrainingState | None = None,
 ) -> LMHistory:
     """Train on next-character prediction for a fixed number of ``steps`` (AdamW, constant ``lr``).
 
@@ -329,6 +347,10 @@ def train_gpt(
     ``seed``, so a run is repeatable on one machine. With ``valid`` and ``eval_every``, both splits are measured by
     :func:`~transformer_lib.evaluation.evaluate_lm_loss` before the first step, every ``eval_every`` steps and
     after the last. ``seconds`` counts training only, not the evaluations.
+
+    With ``state``, the run goes on from ``state.step`` (the model must hold the weights it had there) up to
+    ``steps`` in all, and ``state`` is updated to where it stops: a run stopped and continued this way gives the
+    same weights and history, on one machine and setting, as one that never stopped.
     """
     block_size = model.config.block_size
     if train.dim() != 1 or len(train) <= block_size:
@@ -336,19 +358,29 @@ def train_gpt(
             f"train_gpt needs data shaped (N,) with N > block_size={block_size} (one window plus its next "
             f"character), got shape {tuple(train.shape)}: pass a longer text, encoded, e.g. tokenizer.encode(text)"
         )
+    state = state if state is not None else LMTrainingState()
+    if state.step > steps:
+        raise ValueError(f"the run already took {state.step} steps, more than steps={steps}: pass steps >= "
+                         f"{state.step}")
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    history = LMHistory()
+    if state.step:
+        generator.set_state(state.generator)
+        optimizer.load_state_dict(state.optimizer)
+    history = state.history
+    measuring = valid is not None and eval_every is not None
+    if measuring and history.eval_steps[-1:] == [state.step] and state.step % eval_every:
+        for measured in (history.eval_steps, history.train_loss, history.valid_loss):
+            measured.pop()  # the stopped run's measurement at its end, off the grid of a longer run
 
     def evaluate(step: int) -> None:
         history.eval_steps.append(step)
         history.train_loss.append(evaluate_lm_loss(model, train, block_size, eval_windows))
         history.valid_loss.append(evaluate_lm_loss(model, valid, block_size, eval_windows))
 
-    measuring = valid is not None and eval_every is not None
-    for step in range(steps):
-        if measuring and step % eval_every == 0:
+    for step in range(state.step, steps):
+        if measuring and step % eval_every == 0 and history.eval_steps[-1:] != [step]:
             evaluate(step)
         started = time.perf_counter()
         model.train()
@@ -358,7 +390,8 @@ def train_gpt(
         optimiser_step(model, optimizer, loss)
         history.step_loss.append(loss.item())
         history.seconds += time.perf_counter() - started
-    if measuring:
+    if measuring and history.eval_steps[-1:] != [steps]:
         evaluate(steps)
     model.eval()
+    state.step, state.optimizer, state.generator = steps, optimizer.state_dict(), generator.get_state()
     return history
