@@ -32,7 +32,14 @@ from .bpe import (
     pretokenize,
     train_bpe,
 )
-from .checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
+from .checked_files import DamagedFileError
+from .checkpoints import (
+    lesson_checkpoint,
+    load_checkpoint,
+    load_training_checkpoint,
+    save_checkpoint,
+    save_training_checkpoint,
+)
 from .chunked_attention import chunked_attention, online_softmax_update
 from .data import (
     CharTokenizer,
@@ -321,8 +328,10 @@ __all__ = [
     "label_smoothed_cross_entropy",
     "lesson_checkpoint",
     "load_checkpoint",
+    "load_training_checkpoint",
     "make_translation_task",
     "save_checkpoint",
+    "save_training_checkpoint",
     "shift_for_teacher_forcing",
     "train",
     "train_translation_model",
@@ -353,6 +362,7 @@ __all__ = [
     "CausalSelfAttention",
     "CharGPTRun",
     "CharTokenizer",
+    "DamagedFileError",
     "GPT",
     "GPTCache",
     "GPTConfig",

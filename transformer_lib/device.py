@@ -1,4 +1,5 @@
-"""Choosing a device, seeding every random number generator the course uses, and running tiny work on one thread."""
+"""Choosing a device, seeding every random number generator the course uses (and saving where they stand), and running
+tiny work on one thread."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,6 +56,30 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def random_states() -> dict[str, Any]:
+    """Python's, NumPy's and PyTorch's generator states (every GPU's too), in types that
+    ``torch.load(weights_only=True)`` accepts: what a run must store to go on drawing where it stopped."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def restore_random_states(states: dict[str, Any]) -> None:
+    """Put every generator back where :func:`random_states` found it."""
+    random.setstate(states["python"])
+    kind, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states:
+        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 @contextmanager

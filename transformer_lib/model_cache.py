@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import logging
 import os
-import pickle
-import random
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import torch
 from torch import nn
+
+from .checked_files import DamagedFileError, read_checked, write_checked
+from .device import random_states, restore_random_states
 
 CACHE_VARIABLE = "TRANSFORMER_LIB_CACHE"  # a folder; unset: build/model-cache/ in the course's checkout
 LAST_BITS_VARIABLE = "COURSE_MOVE_LAST_BITS"  # the test command's hook that moves matrix products' last bits
@@ -65,58 +63,16 @@ def setting_key(device: torch.device) -> dict[str, str]:
     }
 
 
-def _random_states() -> dict[str, Any]:
-    """Python's, NumPy's and PyTorch's generator states, in types ``torch.load(weights_only=True)`` accepts."""
-    kind, keys, position, has_gauss, gauss = np.random.get_state()
-    states: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, gauss),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def _restore_random_states(states: dict[str, Any]) -> None:
-    random.setstate(states["python"])
-    kind, keys, position, has_gauss, gauss = states["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, gauss))
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states:
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def _write(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` with its checksum to a temporary file beside ``path``, then rename it into place."""
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    data = buffer.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as file:
-        file.write(MAGIC + hashlib.sha256(data).digest() + data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(file.name, path)  # atomic: a reader sees the old file or the new one, never half of one
-
-
 def _read(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     """The payload stored at ``path`` for ``key``, or None when it is missing, truncated, corrupt or another key's."""
     try:
-        blob = path.read_bytes()
+        payload = read_checked(path, MAGIC)
     except FileNotFoundError:
         return None
-    header = len(MAGIC) + hashlib.sha256().digest_size
-    data = blob[header:]
-    if not blob.startswith(MAGIC) or blob[len(MAGIC) : header] != hashlib.sha256(data).digest():
-        log.info("model cache: %s is truncated or corrupt; training again", path)
+    except DamagedFileError as error:
+        log.info("model cache: %s; training again", error)
         return None
-    try:
-        payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, ValueError) as error:  # whole, but not a payload this code wrote
-        log.info("model cache: %s does not load (%s); training again", path, error)
-        return None
-    return payload if isinstance(payload, dict) and payload.get("key") == key else None
+    return payload if payload.get("key") == key else None
 
 
 @contextlib.contextmanager
@@ -153,14 +109,14 @@ def _digest(key: dict[str, Any]) -> str:
 def _payload(key: dict[str, Any], model: nn.Module, **extra: Any) -> dict[str, Any]:
     """What a cache file holds: the key, the weights, the model's mode and every generator's state, and ``extra``."""
     return {"key": key, "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            "training": model.training, "random states": _random_states(), **extra}
+            "training": model.training, "random states": random_states(), **extra}
 
 
 def _load(model: nn.Module, payload: dict[str, Any]) -> None:
     """Put the stored weights into ``model`` and the mode and generators where training left them."""
     model.load_state_dict(payload["state_dict"])
     model.train(payload["training"])
-    _restore_random_states(payload["random states"])
+    restore_random_states(payload["random states"])
 
 
 def cached_training(
@@ -247,6 +203,6 @@ def _cached_lengths(prefix: str) -> list[int]:
 
 def _store(path: Path, payload: dict[str, Any]) -> None:
     try:
-        _write(path, payload)
+        write_checked(path, payload, MAGIC)
     except OSError as error:  # a read-only checkout or a full disk: the run is still good, only not kept
         log.info("model cache: could not store %s (%s)", path, error)
