@@ -229,3 +229,116 @@ def test_padded_loss_names_the_loss_averaged_over_padding():
 
     assert_rejected_with(check.padded_loss(over_all_positions), "you divided by all positions")
     assert_diagnosed(check.padded_loss(over_all_positions), "divided-by-all-positions")
+
+
+# --- answers right on the lesson's inputs only, and right answers written another way (issue: checks too special)
+
+
+def test_shift_target_tries_other_lengths_and_a_non_contiguous_batch():
+    assert check.shift_target(lambda tgt: (tgt.narrow(1, 0, tgt.shape[1] - 1), tgt[..., 1:])).ok
+    assert check.shift_target(lambda tgt: (tgt.T[:-1].T, tgt.T[1:].T.contiguous())).ok
+    result = check.shift_target(lambda tgt: (tgt[:, :4], tgt[:, 1:5]))  # the lesson's T = 5 written in
+    assert not result.ok and sum(line.startswith("  hint:") for line in result.lines) == 2, result.lines
+
+
+def _per_token(logits, labels):
+    return F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # (batch, T)
+
+
+def test_padded_loss_accepts_right_answers_written_other_ways():
+    assert check.padded_loss(lambda logits, labels, pad_id: _per_token(logits, labels)[labels != pad_id].mean()).ok
+    assert check.padded_loss(lambda logits, labels, pad_id: F.cross_entropy(
+        logits.flatten(0, 1), labels.flatten(), ignore_index=pad_id)).ok
+    assert check.padded_loss(lambda logits, labels, pad_id: torch.where(
+        labels != pad_id, _per_token(logits, labels), 0.0).sum() / (labels != pad_id).sum()).ok
+
+
+def test_padded_loss_names_the_lessons_pitfall_and_the_answers_right_on_the_lesson_only():
+    def mask_multiplied(logits, labels, pad_id):  # right without -inf logits: 0 x inf is NaN
+        real = labels != pad_id
+        return (_per_token(logits, labels) * real).sum() / real.sum()
+
+    def pad_zero(logits, labels, pad_id):  # right while pad_id is 0
+        return _per_token(logits, labels)[labels != 0].mean()
+
+    def sentence_means(logits, labels, pad_id):  # right while every sentence has as many real tokens
+        real = labels != pad_id
+        return (torch.where(real, _per_token(logits, labels), 0.0).sum(-1) / real.sum(-1)).mean()
+
+    assert_rejected_with(check.padded_loss(mask_multiplied), "0 x inf is NaN")
+    assert_diagnosed(check.padded_loss(mask_multiplied), "mask-multiplied-nan")
+    assert_diagnosed(check.padded_loss(pad_zero), "pad-id-hardcoded")
+    assert_diagnosed(check.padded_loss(sentence_means), "mean-of-sentence-means")
+    result = check.padded_loss(lambda logits, labels, pad_id: F.cross_entropy(  # .view on non-contiguous logits
+        logits.view(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=pad_id))
+    assert_rejected_with(result, "view")
+    assert [d["mistake"] for d in result.diagnoses] == ["error:RuntimeError"]
+
+
+def test_a_wrong_loss_is_diagnosed_once_across_batches():
+    result = check.padded_loss(lambda logits, labels, pad_id: F.cross_entropy(logits.flatten(0, 1), labels.flatten()))
+    assert [d["mistake"] for d in result.diagnoses] == ["padding-in-loss"]
+    assert sum(line.startswith("  hint:") for line in result.lines) == 1
+
+
+def test_smoothed_loss_tries_another_pad_id_and_masked_logits():
+    def pad_zero(logits, labels, pad_id, smoothing):  # <pad> taken to be token 0 in the uniform part
+        log_probs = logits.log_softmax(-1)
+        nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+        per_token = (1 - smoothing) * nll + smoothing * -log_probs[..., 1:].mean(-1)
+        return per_token[labels != pad_id].mean()
+
+    def mask_multiplied(logits, labels, pad_id, smoothing):
+        real = labels != pad_id
+        return (_smoothed_per_token(logits, labels, pad_id, smoothing) * real).sum() / real.sum()
+
+    assert_diagnosed(check.smoothed_loss(pad_zero), "pad-id-hardcoded")
+    assert_diagnosed(check.smoothed_loss(mask_multiplied), "mask-multiplied-nan")
+    assert check.smoothed_loss(lambda logits, labels, pad_id, smoothing: torch.where(
+        labels != pad_id, _smoothed_per_token(logits, labels, pad_id, smoothing), 0.0).sum()
+        / (labels != pad_id).sum()).ok
+
+
+def _smoothed_per_token(logits, labels, pad_id, smoothing):
+    log_probs = logits.log_softmax(-1)  # (batch, T, V)
+    nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    uniform = -log_probs[..., torch.arange(logits.shape[-1]) != pad_id].mean(-1)
+    return (1 - smoothing) * nll + smoothing * uniform  # (batch, T)
+
+
+def test_warmup_lr_tries_other_sizes_and_hints_once():
+    assert check.warmup_lr(lambda step, d, w: d**-0.5 * (step * w**-1.5 if step < w else step**-0.5)).ok
+    assert_diagnosed(check.warmup_lr(lambda step, d, w: 512**-0.5 * min(step**-0.5, step * w**-1.5)),
+                     "d-model-hardcoded")
+    assert_diagnosed(check.warmup_lr(lambda step, d, w: d**-0.5 * min(step**-0.5, step * 4000**-1.5)),
+                     "warmup-steps-hardcoded")
+    result = check.warmup_lr(lambda step, d, w: 1e-3)
+    assert len(result.diagnoses) == 1 and sum(line.startswith("  hint:") for line in result.lines) == 1
+
+
+def _loop_with(pad=None, clip=None, src_mask=True):
+    """A right loop but for a value written in place of an argument, or the source mask left out."""
+    def loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm):
+        pad_id, clip_norm = (pad_id if pad is None else pad), (clip_norm if clip is None else clip)
+        return _loop(model, optimizer, batches, pad_id, lr_at, smoothing, clip_norm) if src_mask else [
+            _masked_free_step(model, optimizer, src, tgt, pad_id, lr_at(step), smoothing, clip_norm)
+            for step, (src, tgt) in enumerate(batches, start=1)]
+    return loop
+
+
+def _masked_free_step(model, optimizer, src, tgt, pad_id, lr, smoothing, clip_norm):
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss = label_smoothed_cross_entropy(model(src, tgt[:, :-1]), tgt[:, 1:], pad_id, smoothing)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def test_training_loop_uses_its_arguments():
+    """The check's batches are padded with 3 and its three steps clip to 0.5: the lesson's 0 and 1.0 written in show."""
+    assert_diagnosed(check.training_loop(_loop_with(pad=0)), "pad-id-hardcoded")
+    assert_diagnosed(check.training_loop(_loop_with(clip=1.0)), "clip-norm-hardcoded")
+    assert_diagnosed(check.training_loop(_loop_with(src_mask=False)), "source-padding-not-masked")

@@ -27,6 +27,7 @@ from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 PAD_ID = 0
 TARGET = torch.tensor([[1, 7, 8, 9, 2], [1, 5, 2, 0, 0]])  # <bos>=1 … <eos>=2, then padding
 
+
 def _unambiguous(mistakes: dict[Hint, Any], right: Any, **tolerance: float) -> dict[Hint, Any]:
     """The mistakes whose value on these inputs differs from the right one and from every other mistake's (a value two
     mistakes share names neither)."""
@@ -36,149 +37,224 @@ def _unambiguous(mistakes: dict[Hint, Any], right: Any, **tolerance: float) -> d
             and sum(describe_mismatch(value, other, **tolerance) is None for other in values) == 1}
 
 
+def _targets() -> list[tuple[str, torch.Tensor]]:
+    """(description, tgt (batch, T)): the lesson's two targets, and three of 7, 4 and 6 tokens stored transposed."""
+    stored = torch.tensor([[1, 1, 1], [4, 6, 3], [9, 2, 8], [5, 0, 5], [7, 0, 4], [8, 0, 2], [2, 0, 0]])  # (T, batch)
+    return [("the lesson's two targets", TARGET),
+            ("three targets of 7, 4 and 6 tokens, not contiguous in memory", stored.T)]
+
+
 BATCH_AXIS = Hint("you shifted along the batch axis (dropping a whole sentence): shift along the tokens, the last axis",
                   code="decoder_input, labels = tgt[:, :-1], tgt[:, 1:]", id="shifted-batch-axis")
+NOT_SHIFTED = "you forgot the shift: "
+SHIFT_CODE = "labels = tgt[:, 1:]"
 
 
 def shift_target(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> CheckResult:
-    """Check ``shift_target(tgt)`` -> (decoder_input, labels) for teacher forcing."""
+    """Check ``shift_target(tgt)`` -> (decoder_input, labels) for teacher forcing, on two batches of targets."""
     ex = Exercise("shift_target")
     with ex.run():
-        result = ex.call(student_fn, TARGET)
-        if not ex.require("returns a pair (decoder_input, labels)", isinstance(result, tuple) and len(result) == 2,
-                          problem=f"got {type(result).__name__}", hint="return decoder_input, labels"):
-            return ex.result
-        decoder_input, labels = result
-        expected_input, expected_labels = shift_for_teacher_forcing(TARGET)
-        swapped = describe_mismatch(decoder_input, expected_labels) is None
-        ex.compare("decoder input: <bos> and the target without its last token", decoder_input, expected_input,
-                   hint=Hint(idea="the decoder reads <bos> and every target token but the last one (it never reads "
-                                  "the token it has to predict last)", code="decoder_input = tgt[:, :-1]"),
-                   mistakes={Hint("you forgot the shift: the decoder reads the target shifted right by one",
-                                  id="target-not-shifted"): TARGET,
-                             Hint("swapped: the input starts with <bos>, the labels end with <eos>",
-                                  id="input-and-labels-swapped"): expected_labels,
-                             BATCH_AXIS: TARGET[:-1]})
-        # Labels equal to the right decoder input: the swap when the input was swapped too, else the input copied.
-        copied = (Hint(idea="swapped: the labels start after <bos> and end with <eos>", code="labels = tgt[:, 1:]",
-                       id="input-and-labels-swapped") if swapped else
-                  Hint(idea="your labels are the decoder input: the label at each position is the token after the one "
-                            "the decoder reads there", code="labels = tgt[:, 1:]", id="labels-are-decoder-input"))
-        ex.compare("labels: the target without <bos>", labels, expected_labels,
-                   hint=Hint(idea="the label at each position is the token after the one the decoder reads there: "
-                                  "the target without its first token, <bos>", code="labels = tgt[:, 1:]"),
-                   mistakes={Hint("you forgot the shift: the label at each position is the next token",
-                                  id="target-not-shifted"): TARGET,
-                             copied: expected_input, BATCH_AXIS: TARGET[1:]})
+        for description, target in _targets():
+            result = ex.call(student_fn, target.clone())  # clone keeps the transposed layout
+            if not ex.require(f"{description}: returns a pair (decoder_input, labels)",
+                              isinstance(result, tuple) and len(result) == 2,
+                              problem=f"got {type(result).__name__}", hint="return decoder_input, labels"):
+                return ex.result
+            decoder_input, labels = result
+            expected_input, expected_labels = shift_for_teacher_forcing(target)
+            swapped = describe_mismatch(decoder_input, expected_labels) is None
+            input_ok = ex.compare(
+                f"{description}: the decoder input, <bos> and the target without its last token", decoder_input,
+                expected_input,
+                hint=Hint(idea="the decoder reads <bos> and every target token but the last one (it never reads the "
+                               "token it has to predict last)", code="decoder_input = tgt[:, :-1]"),
+                mistakes={Hint(NOT_SHIFTED + "the decoder reads the target shifted right by one",
+                               id="target-not-shifted"): target,
+                          Hint("swapped: the input starts with <bos>, the labels end with <eos>",
+                               id="input-and-labels-swapped"): expected_labels,
+                          BATCH_AXIS: target[:-1]})
+            # Labels equal to the right decoder input: the swap when the input was swapped too, else the input copied.
+            copied = (Hint(idea="swapped: the labels start after <bos> and end with <eos>", code=SHIFT_CODE,
+                           id="input-and-labels-swapped") if swapped else
+                      Hint(idea="your labels are the decoder input: the label at each position is the token after the "
+                                "one the decoder reads there", code=SHIFT_CODE, id="labels-are-decoder-input"))
+            labels_ok = ex.compare(
+                f"{description}: the labels, the target without <bos>", labels, expected_labels,
+                hint=Hint(idea="the label at each position is the token after the one the decoder reads there: the "
+                               "target without its first token, <bos>", code=SHIFT_CODE),
+                mistakes={Hint(NOT_SHIFTED + "the label at each position is the next token",
+                               id="target-not-shifted"): target,
+                          copied: expected_input, BATCH_AXIS: target[1:]})
+            if not (input_ok and labels_ok):
+                break  # one batch's hints are enough
     return ex.result
+
+
+def _loss_cases(vocab: int, seed: int) -> list[tuple[str, torch.Tensor, torch.Tensor, int]]:
+    """(description, logits (batch, T, V), labels (batch, T), pad_id): the lesson's batch; the same with -inf logits at
+    its padding positions (the pad's among them: their loss is infinite); three sentences of 5, 2 and 4 real labels
+    padded with id 3 (0 is a real token there), the logits not contiguous in memory."""
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, 4, vocab, generator=generator, dtype=torch.float64)  # (batch, T, V)
+    labels = shift_for_teacher_forcing(TARGET)[1]  # (2, 4) with two padding positions
+    masked = logits.clone()
+    masked[labels == PAD_ID, : vocab // 2] = float("-inf")  # masked logits, the pad's (id 0) among them
+    other_pad = 3
+    other_labels = torch.tensor([[0, 5, 4, 0, 2], [6, 2, 3, 3, 3], [4, 0, 1, 2, 3]])  # (3, 5), padded with 3
+    stored = torch.randn(5, 3, vocab, generator=generator, dtype=torch.float64)  # (T, batch, V)
+    return [("the lesson's batch, 4 and 2 real labels", logits, labels, PAD_ID),
+            ("the same batch with -inf logits at its padding positions", masked, labels, PAD_ID),
+            (f"3 sentences of 5, 2 and 4 real labels, pad_id {other_pad}, logits not contiguous",
+             stored.transpose(0, 1), other_labels, other_pad)]
+
+
+def _per_token_mistakes(per_token: torch.Tensor, labels: torch.Tensor, pad_id: int) -> dict[Hint, torch.Tensor]:
+    """The values of the ways of averaging a per-token loss (batch, T) wrongly over the real positions."""
+    real = labels != pad_id  # (batch, T)
+    return {
+        MASK_MULTIPLIED: (per_token * real).sum() / real.sum(),
+        SENTENCE_MEANS: (torch.where(real, per_token, 0.0).sum(-1) / real.sum(-1)).mean(),
+        PAD_HARDCODED: per_token[labels != 0].mean(),
+    }
+
+
+MASK_MULTIPLIED = Hint(idea="you multiplied the per-token loss by a 0/1 mask: at a padding position whose loss is "
+                            "infinite (-inf logits), 0 x inf is NaN; select the real positions instead",
+                       code="per_token[labels != pad_id].mean()", id="mask-multiplied-nan")
+SENTENCE_MEANS = Hint("you averaged each sentence, then the sentences: a sentence with fewer real tokens then weighs "
+                      "more per token; average over all the real tokens of the batch at once",
+                      id="mean-of-sentence-means")
+PAD_HARDCODED = Hint("use the pad_id passed in: here it is not 0, and 0 is a real token", id="pad-id-hardcoded")
 
 
 def padded_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]) -> CheckResult:
-    """Check ``padded_loss(logits, labels, pad_id)``: mean cross-entropy over the real tokens only."""
+    """Check ``padded_loss(logits, labels, pad_id)``: mean cross-entropy over the real tokens only, on three batches."""
     ex = Exercise("padded_loss")
     with ex.run():
-        generator = torch.Generator().manual_seed(9)
-        logits = torch.randn(2, 4, 10, generator=generator, dtype=torch.float64)  # (batch, T, V)
-        labels = shift_for_teacher_forcing(TARGET)[1]  # (2, 4) with two padding positions
-        flat_logits, flat_labels = logits.reshape(-1, 10), labels.reshape(-1)
-        expected = label_smoothed_cross_entropy(logits, labels, PAD_ID)
-        ex.compare("loss of a batch with padding", ex.call(student_fn, logits, labels, PAD_ID), expected,
-                   hint="cross-entropy per token, keep tokens whose label != pad_id, average over those",
-                   mistakes={Hint(idea="you counted the padding positions: leave out the positions whose label is "
-                                  "pad_id", code="F.cross_entropy(..., ignore_index=pad_id)", id="padding-in-loss"):
-                             F.cross_entropy(flat_logits, flat_labels),
-                             Hint("you summed: divide by the number of real tokens", id="loss-summed-not-averaged"):
-                             F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, reduction="sum"),
-                             Hint("you divided by all positions, padding included: divide by the real tokens only",
-                                  id="divided-by-all-positions"):
-                             F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, reduction="sum")
-                             / labels.numel(),
-                             Hint("you applied softmax before the cross-entropy: it takes the logits and applies "
-                                  "log-softmax itself", code="F.cross_entropy(logits, ...), not F.cross_entropy("
-                                  "logits.softmax(-1), ...)", id="softmax-before-cross-entropy"):
-                             F.cross_entropy(flat_logits.softmax(-1), flat_labels, ignore_index=PAD_ID)})
+        for description, logits, labels, pad_id in _loss_cases(10, seed=9):
+            vocab = logits.shape[-1]
+            flat_logits, flat_labels = logits.reshape(-1, vocab), labels.reshape(-1)
+            expected = label_smoothed_cross_entropy(logits, labels, pad_id)
+            summed = F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, reduction="sum")
+            per_token = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # (batch, T)
+            mistakes = {
+                Hint(idea="you counted the padding positions: leave out the positions whose label is pad_id",
+                     code="F.cross_entropy(..., ignore_index=pad_id)", id="padding-in-loss"):
+                F.cross_entropy(flat_logits, flat_labels),
+                Hint("you summed: divide by the number of real tokens", id="loss-summed-not-averaged"): summed,
+                Hint("you divided by all positions, padding included: divide by the real tokens only",
+                     id="divided-by-all-positions"): summed / labels.numel(),
+                Hint("you applied softmax before the cross-entropy: it takes the logits and applies log-softmax "
+                     "itself", code="F.cross_entropy(logits, ...), not F.cross_entropy(logits.softmax(-1), ...)",
+                     id="softmax-before-cross-entropy"):
+                F.cross_entropy(flat_logits.softmax(-1), flat_labels, ignore_index=pad_id),
+                **_per_token_mistakes(per_token, labels, pad_id),
+            }
+            if not ex.compare(f"the loss of {description}",
+                              ex.call(student_fn, logits.clone(), labels, pad_id), expected,
+                              hint="cross-entropy per token, keep tokens whose label != pad_id, average over those",
+                              mistakes=_unambiguous(mistakes, expected)):
+                break  # one batch's hint is enough
     return ex.result
+
+
+WARMUP_CASES = ((512, 4000, (1, 2000, 4000, 8000, 100000)), (64, 100, (1, 50, 100, 400)))  # (d_model, warm-up, steps)
 
 
 def warmup_lr(student_fn: Callable[[int, int, int], float]) -> CheckResult:
-    """Check ``warmup_lr(step, d_model, warmup_steps)``, the paper's schedule (steps from 1)."""
+    """Check ``warmup_lr(step, d_model, warmup_steps)``, the paper's schedule (steps from 1): the paper's sizes, then
+    another width and warm-up."""
     ex = Exercise("warmup_lr")
     with ex.run():
-        for step in (1, 2000, 4000, 8000, 100000):
-            expected = transformer_lr(step, 512, 4000)
-            ex.compare(f"step {step}, d_model 512, warm-up 4000", ex.call(student_fn, step, 512, 4000), expected,
-                       rtol=1e-6, atol=0,
-                       hint=Hint(idea="the rate rises in proportion to step during the warm-up, then falls like "
-                                      "1/sqrt(step): take the smaller of the two terms, scaled by 1/sqrt(d_model)",
-                                 code="d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)"),
-                       mistakes=_unambiguous({
-                                 Hint("multiply by d_model**-0.5", id="missing-d-model-scale"): expected * 512**0.5,
-                                 Hint("you multiplied by sqrt(d_model): the scale is 1/sqrt(d_model), smaller for "
-                                      "wider models", id="d-model-exponent-sign"): expected * 512,
-                                 Hint("take the min of the two terms, not the max", id="max-instead-of-min"):
-                                 512**-0.5 * max(step**-0.5, step * 4000**-1.5),
-                                 Hint("your warm-up term is too large: it must meet 1/sqrt(step) at step = "
-                                      "warmup_steps, which takes warmup_steps to the power -1.5, not -0.5",
-                                      id="warmup-exponent-wrong"):
-                                 512**-0.5 * min(step**-0.5, step * 4000**-0.5)}, expected, rtol=1e-6, atol=0))
+        for d_model, warmup, steps in WARMUP_CASES:
+            for step in steps:
+                expected = transformer_lr(step, d_model, warmup)
+                mistakes = {
+                    Hint("multiply by d_model**-0.5", id="missing-d-model-scale"): expected * d_model**0.5,
+                    Hint("you multiplied by sqrt(d_model): the scale is 1/sqrt(d_model), smaller for wider models",
+                         id="d-model-exponent-sign"): expected * d_model,
+                    Hint("take the min of the two terms, not the max", id="max-instead-of-min"):
+                    d_model**-0.5 * max(step**-0.5, step * warmup**-1.5),
+                    Hint("your warm-up term is too large: it must meet 1/sqrt(step) at step = warmup_steps, which "
+                         "takes warmup_steps to the power -1.5, not -0.5", id="warmup-exponent-wrong"):
+                    d_model**-0.5 * min(step**-0.5, step * warmup**-0.5),
+                    Hint("use the d_model passed in, not the paper's 512", id="d-model-hardcoded"):
+                    transformer_lr(step, 512, warmup),
+                    Hint("use the warmup_steps passed in, not the paper's 4000", id="warmup-steps-hardcoded"):
+                    transformer_lr(step, d_model, 4000),
+                }
+                if not ex.compare(
+                        f"step {step}, d_model {d_model}, warm-up {warmup}", ex.call(student_fn, step, d_model, warmup),
+                        expected, rtol=1e-6, atol=0,
+                        hint=Hint(idea="the rate rises in proportion to step during the warm-up, then falls like "
+                                       "1/sqrt(step): take the smaller of the two terms, scaled by 1/sqrt(d_model)",
+                                  code="d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)"),
+                        mistakes=_unambiguous(mistakes, expected, rtol=1e-6, atol=0)):
+                    return ex.result  # one step's hint is enough
     return ex.result
 
 
-def _smoothed_mistakes(logits: torch.Tensor, labels: torch.Tensor, smoothing: float) -> dict[Hint, torch.Tensor]:
+def _smoothed_mistakes(logits: torch.Tensor, labels: torch.Tensor, pad_id: int,
+                       smoothing: float) -> dict[Hint, torch.Tensor]:
     """The values the classic label-smoothing mistakes give, for ``smoothed_loss``'s feedback (those that differ from
-    the right loss at this ``smoothing``: without smoothing most of them are right, see ``_unambiguous``)."""
+    the right loss here: without smoothing most of them are right, see ``_unambiguous``)."""
     vocab = logits.shape[-1]
     flat_logits, flat_labels = logits.reshape(-1, vocab), labels.reshape(-1)
     log_probs = logits.log_softmax(-1)  # (batch, T, V)
     nll = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # (batch, T)
-    per_token = (1 - smoothing) * nll + smoothing * -log_probs[..., 1:].mean(-1)  # <pad> = 0 left out
-    without_right = -log_probs[..., 1:].sum(-1) + log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-    spread_on_others = (1 - smoothing) * nll + smoothing * without_right / (vocab - 2)
-    swapped = smoothing * nll + (1 - smoothing) * -log_probs[..., 1:].mean(-1)
-    real = labels != PAD_ID
-    right = label_smoothed_cross_entropy(logits, labels, PAD_ID, smoothing)
+    not_pad = torch.arange(vocab) != pad_id  # (V,)
+    uniform = -log_probs[..., not_pad].mean(-1)  # (batch, T)
+    per_token = (1 - smoothing) * nll + smoothing * uniform
+    spread_on_others = (1 - smoothing) * nll + smoothing * (-log_probs[..., not_pad].sum(-1) - nll) / (vocab - 2)
+    swapped = smoothing * nll + (1 - smoothing) * uniform
+    hardcoded = (1 - smoothing) * nll + smoothing * -log_probs[..., 1:].mean(-1)  # <pad> taken to be 0
+    real = labels != pad_id
+    right = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)
     mistakes = {
         Hint("you spread the smoothing mass over <pad> too: spread it over the V - 1 tokens other than <pad>",
              id="smoothing-spread-over-pad"):
-        F.cross_entropy(flat_logits, flat_labels, ignore_index=PAD_ID, label_smoothing=smoothing),
+        F.cross_entropy(flat_logits, flat_labels, ignore_index=pad_id, label_smoothing=smoothing),
         Hint("you averaged over the padding positions too: keep the positions whose label is not pad_id",
              id="padding-in-loss"):
         per_token.mean(),
         Hint("you forgot the smoothing: mix (1 - smoothing) x the usual loss with smoothing x the uniform part",
              id="smoothing-forgotten"):
-        label_smoothed_cross_entropy(logits, labels, PAD_ID),
+        label_smoothed_cross_entropy(logits, labels, pad_id),
         Hint("the uniform part covers every token but <pad>, the right one included (V - 1 tokens, not V - 2)",
              id="uniform-part-skips-label"):
         spread_on_others[real].mean(),
         Hint("you swapped the weights: the label keeps 1 - smoothing of the mass, the uniform part gets smoothing",
              id="smoothing-weights-swapped"):
         swapped[real].mean(),
+        **_per_token_mistakes(per_token, labels, pad_id),
     }
+    mistakes[PAD_HARDCODED] = hardcoded[real].mean()
     return _unambiguous(mistakes, right)
 
 
 def smoothed_loss(student_fn: Callable[[torch.Tensor, torch.Tensor, int, float], torch.Tensor]) -> CheckResult:
     """Check ``smoothed_loss(logits, labels, pad_id, smoothing)``: label smoothing over the tokens other than <pad>,
-    averaged over the real tokens."""
+    averaged over the real tokens, on three batches at four smoothings."""
     ex = Exercise("smoothed_loss")
     with ex.run():
-        generator = torch.Generator().manual_seed(4)
-        logits = torch.randn(2, 4, 12, generator=generator, dtype=torch.float64)  # (batch, T, V)
-        labels = shift_for_teacher_forcing(TARGET)[1]  # (2, 4) with two padding positions
-        for smoothing in (0.0, 0.2):
-            ex.compare(f"smoothing {smoothing}, a batch with padding",
-                       ex.call(student_fn, logits, labels, PAD_ID, smoothing),
-                       label_smoothed_cross_entropy(logits, labels, PAD_ID, smoothing),
-                       hint="(1 - smoothing) * (-log p of the label) + smoothing * mean over the non-pad tokens of "
-                            "(-log p), averaged over the positions whose label is not pad_id",
-                       mistakes=_smoothed_mistakes(logits, labels, smoothing))
+        lesson, masked, other = _loss_cases(12, seed=4)
+        for (description, logits, labels, pad_id), smoothing in ((lesson, 0.0), (lesson, 0.2), (masked, 0.1),
+                                                                 (other, 0.3)):
+            if not ex.compare(f"smoothing {smoothing}, {description}",
+                              ex.call(student_fn, logits.clone(), labels, pad_id, smoothing),
+                              label_smoothed_cross_entropy(logits, labels, pad_id, smoothing),
+                              hint="(1 - smoothing) * (-log p of the label) + smoothing * mean over the non-pad tokens "
+                                   "of (-log p), averaged over the positions whose label is not pad_id",
+                              mistakes=_smoothed_mistakes(logits, labels, pad_id, smoothing)):
+                break  # one batch's hint is enough
     return ex.result
 
 
 # --- the whole training loop: overfit one batch first, then the same steps as the library's
 
 OVERFIT_PAIRS, OVERFIT_STEPS, OVERFIT_LR, OVERFIT_BOUND = 4, 40, 2e-2, 0.1
-LOOP_STEPS, LOOP_SMOOTHING, LOOP_CLIP = 3, 0.1, 1.0
+OVERFIT_CLIP, LOOP_STEPS, LOOP_SMOOTHING, LOOP_CLIP = 1.0, 3, 0.1, 0.5
+LOOP_PAD_ID = 3  # the task's pad id 0 swapped with the word id 3, so that a loop that takes pad_id to be 0 shows
 # float64 and the library's own operations: a correct loop agrees to about 1e-12, every mistake below moves some weight
 # by more than 1e-3 of its distance. (atol: the keys' biases get gradients of rounding size only, which Adam turns into
 # moves of about 1e-10 that depend on the order of the sums.)
@@ -187,9 +263,17 @@ EXACT = {"rtol": 1e-6, "atol": 1e-8}
 
 @functools.cache
 def _loop_data() -> tuple[int, int, int, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """Lesson 09's language pair, small: both vocabulary sizes, the pad id and three padded batches of 8 pairs."""
+    """Lesson 09's language pair, small: both vocabulary sizes, the pad id and three padded batches of 8 pairs, in
+    which the pad id and the word id ``LOOP_PAD_ID`` trade places."""
     task = make_translation_task(num_train=8 * LOOP_STEPS, num_valid=1, num_test=1, num_unseen=1, seed=0)
-    return len(task.src_vocab), len(task.tgt_vocab), task.tgt_vocab.pad_id, list(task.batches("train", 8))
+    pad_id = task.tgt_vocab.pad_id
+    assert task.src_vocab.pad_id == pad_id != LOOP_PAD_ID
+
+    def swapped(ids: torch.Tensor) -> torch.Tensor:
+        return torch.where(ids == pad_id, LOOP_PAD_ID, torch.where(ids == LOOP_PAD_ID, pad_id, ids))
+
+    batches = [(swapped(src), swapped(tgt)) for src, tgt in task.batches("train", 8)]
+    return len(task.src_vocab), len(task.tgt_vocab), LOOP_PAD_ID, batches
 
 
 def _tiny_model(dtype: torch.dtype) -> Transformer:
@@ -230,7 +314,7 @@ def _overfit(loop_fn: Callable[..., Any]) -> Any:
     batch = (batches[0][0][:OVERFIT_PAIRS], batches[0][1][:OVERFIT_PAIRS])
     with _quietly_one_thread():
         model = _tiny_model(torch.float32)
-        return loop_fn(model, _adam(model), [batch] * OVERFIT_STEPS, pad_id, lambda step: OVERFIT_LR, 0.0, LOOP_CLIP)
+        return loop_fn(model, _adam(model), [batch] * OVERFIT_STEPS, pad_id, lambda step: OVERFIT_LR, 0.0, OVERFIT_CLIP)
 
 
 def _three_steps(loop_fn: Callable[..., Any]) -> tuple[Any, torch.Tensor]:
@@ -257,19 +341,24 @@ def _library_loop(model: Transformer, optimizer: torch.optim.Optimizer, batches:
 
 
 def _wrong_loop(shift: str = "right", loss: str = "ours", order: str = "right", set_lr: bool = True,
-                first_step: int = 1) -> Callable[..., list[float]]:
-    """The loop with one classic mistake, for the feedback of ``training_loop``."""
+                first_step: int = 1, pad: int | None = None, clip: float | None = None,
+                src_mask: bool = True) -> Callable[..., list[float]]:
+    """The loop with one classic mistake, for the feedback of ``training_loop`` (``pad`` and ``clip``: a value used
+    instead of the argument's)."""
 
     def loop(model: Transformer, optimizer: torch.optim.Optimizer, batches: Iterable, pad_id: int,
              lr_at: Callable[[int], float], smoothing: float, clip_norm: float) -> list[float]:
         losses = []
+        pad_id = pad_id if pad is None else pad
+        clip_norm = clip_norm if clip is None else clip
         for step, (src, tgt) in enumerate(batches, start=first_step):
             if set_lr:
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step)
             decoder_input, labels = {"right": (tgt[:, :-1], tgt[:, 1:]), "labels are the input": (tgt[:, :-1],
                                      tgt[:, :-1]), "none": (tgt, tgt)}[shift]
-            logits = model(src, decoder_input, src_mask=padding_mask(src, pad_id))  # (batch, T, V)
+            mask = padding_mask(src, pad_id) if src_mask else None
+            logits = model(src, decoder_input, src_mask=mask)  # (batch, T, V)
             flat_logits, flat_labels = logits.flatten(0, 1), labels.flatten()
             if loss == "ours":
                 value = label_smoothed_cross_entropy(logits, labels, pad_id, smoothing)
@@ -319,6 +408,14 @@ CLIP_AFTER_STEP_HINT = Hint(
          "changes nothing, since the next zero_grad() clears that gradient",
     code="torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm) between loss.backward() and optimizer.step()",
     id="clip-after-step")
+PAD_ID_HINT = Hint(idea="use the pad_id passed in, in the source's mask and in the loss: the check's batches are "
+                        "padded with 3, not 0", code="padding_mask(src, pad_id), and pad_id in the loss",
+                   id="pad-id-hardcoded")
+SRC_MASK_HINT = Hint(idea="the source's padding is not masked: the encoder and the cross-attention attend to <pad>",
+                     code="model(src, decoder_input, src_mask=padding_mask(src, pad_id))",
+                     id="source-padding-not-masked")
+CLIP_NORM_HINT = Hint(idea="clip to the clip_norm passed in: the three-step run clips to 0.5, not 1.0",
+                      code="torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)", id="clip-norm-hardcoded")
 LR_HINT = Hint(idea="the learning rate never followed the schedule: set it at every step, before optimizer.step()",
                code='for group in optimizer.param_groups: group["lr"] = lr_at(step)', id="lr-not-set")
 STEP_ZERO_HINT = Hint(idea="your steps count from 0: lr_at counts them from 1, as lesson 09's schedule does",
@@ -334,7 +431,8 @@ _MISTAKE_FLAGS = {SHIFT_HINT: {"shift": "labels are the input"}, NO_SHIFT_HINT: 
                   ZERO_GRAD_HINT: {"order": "no zero_grad"},
                   STEP_BEFORE_BACKWARD_HINT: {"order": "step before backward"},
                   CLIP_AFTER_STEP_HINT: {"order": "clip after step"}, LR_HINT: {"set_lr": False},
-                  STEP_ZERO_HINT: {"first_step": 0}}
+                  STEP_ZERO_HINT: {"first_step": 0}, PAD_ID_HINT: {"pad": 0}, SRC_MASK_HINT: {"src_mask": False},
+                  CLIP_NORM_HINT: {"clip": OVERFIT_CLIP}}
 
 
 @functools.cache
@@ -432,8 +530,9 @@ def training_loop(student_fn: Callable[..., list[float]]) -> CheckResult:
             return ex.result
         runs = _mistake_runs() if describe_mismatch(moved, expected_moved, **EXACT) else {}
         # The mistakes that change the first loss (computed before any update), then those that change only updates.
-        loss_mistakes = (SHIFT_HINT, NO_SHIFT_HINT, PADDING_HINT, PYTORCH_SMOOTHING_HINT)
-        update_mistakes = (ZERO_GRAD_HINT, STEP_BEFORE_BACKWARD_HINT, CLIP_AFTER_STEP_HINT, LR_HINT, STEP_ZERO_HINT)
+        loss_mistakes = (SHIFT_HINT, NO_SHIFT_HINT, PADDING_HINT, PYTORCH_SMOOTHING_HINT, PAD_ID_HINT, SRC_MASK_HINT)
+        update_mistakes = (ZERO_GRAD_HINT, STEP_BEFORE_BACKWARD_HINT, CLIP_AFTER_STEP_HINT, LR_HINT, STEP_ZERO_HINT,
+                           CLIP_NORM_HINT)
         loss_right = ex.compare(
             "the first batch's loss, before any update (float64)", losses[0], expected_losses[0], **EXACT,
             hint="shift the target, run the model with the source's padding mask, and take the label-smoothed loss "
