@@ -166,3 +166,58 @@ def test_each_named_mistake_is_diagnosed_as_itself():
                      "transposed-result")
     assert_diagnosed(check.one_hot_lookup(lambda ids, table: one_hot(ids.unique(), table.shape[0]).to(table.dtype)
                                           @ table), "unique-ids")
+
+
+def test_the_checks_vary_length_layout_and_sign_and_refuse_in_place_changes():
+    def first_three(a, b):  # hard-codes d = 3
+        return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+    assert not check.dot_product(first_three).ok
+    assert not check.dot_product(lambda a, b: (a * b).sum().abs()).ok  # right only when the product is positive
+    assert check.dot_product(lambda a, b: torch.einsum("i,i->", a, b)).ok
+    assert check.dot_product(lambda a, b: float(sum(x * y for x, y in zip(a.tolist(), b.tolist(), strict=True)))).ok
+
+    def multiplied_in_place(a, b):
+        a.mul_(b)
+        return a.sum()
+
+    def squared_in_place(v):
+        v **= 2
+        return v.sum().sqrt()
+
+    assert_diagnosed(check.dot_product(multiplied_in_place), "modified-input")
+    assert_diagnosed(check.norm(squared_in_place), "modified-input")
+    assert check.dot_product(lambda a, b: a @ b).ok  # the in-place answer left the check's own vectors alone
+    assert_diagnosed(check.norm(lambda v: (v**2).mean().sqrt()), "root-mean-square")
+    assert check.norm(torch.linalg.vector_norm).ok
+    assert check.cosine_matrix(lambda a, b: torch.nn.functional.cosine_similarity(a[:, None], b[None], dim=-1)).ok
+    assert check.cosine_matrix(lambda a, b: a @ b.T / (a.norm(dim=-1, keepdim=True) * b.norm(dim=-1))).ok
+    assert not check.cosine_matrix(lambda a, b: a @ b.T / (a.norm() * b.norm())).ok  # Frobenius norms
+
+
+def test_a_repeated_mistake_gets_one_hint_and_one_diagnosis():
+    for result in (check.dot_product(lambda a, b: a * b), check.norm(lambda v: (v**2).sum()),
+                   check.cosine_matrix(lambda a, b: a @ b.T)):
+        hints = [line for line in result.lines if line.startswith("  hint:")]
+        assert len(hints) == 1 and len(result.diagnoses) == 1, result.lines
+
+
+def test_most_similar_leaves_the_word_out_when_every_cosine_is_negative():
+    def scored_zero(word, words, features):  # 0 beats cosines below 0
+        similarities = cosine_similarity(features[words.index(word)][None], features)[0]
+        similarities[words.index(word)] = 0.0
+        return words[int(similarities.argmax())]
+
+    def scored_minus_two(word, words, features):  # any score below -1 leaves it out
+        similarities = cosine_similarity(features[words.index(word)][None], features)[0]
+        similarities[words.index(word)] = -2.0
+        return words[int(similarities.argmax())]
+
+    def others_lengths_only(word, words, features):  # the word's own length is one factor per row: same argmax
+        scores = features @ features[words.index(word)] / features.norm(dim=-1)
+        scores[words.index(word)] = float("-inf")
+        return words[int(scores.argmax())]
+
+    assert_diagnosed(check.most_similar(scored_zero), "itself-scored-zero")
+    assert check.most_similar(scored_minus_two).ok
+    assert check.most_similar(others_lengths_only).ok

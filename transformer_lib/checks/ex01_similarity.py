@@ -23,28 +23,43 @@ _LENGTHS = Hint(idea="you multiplied the two lengths |a| |b|: that equals the do
                      "same way (cos 0 = 1)", id="lengths-multiplied")
 
 
+_MODIFIED = Hint(idea="your function changed the tensors it was given (an in-place operation such as mul_, **= or "
+                      "+=): they are the caller's data, so compute into new tensors",
+                 code="(a * b).sum() makes a new tensor; a.mul_(b) or a *= b overwrites a", id="modified-input")
+
+
+def _call_unchanged(ex: Exercise, student_fn: Callable, *inputs: torch.Tensor) -> object:
+    """Call the student's function on copies of ``inputs``; a copy changed in place fails one check, named."""
+    given = [x.clone() for x in inputs]
+    got = ex.call(student_fn, *given)
+    if not all(torch.equal(copy, x) for copy, x in zip(given, inputs, strict=True)):
+        ex.require("your function leaves its inputs unchanged", False, problem="it changed a tensor it was given",
+                   hint=_MODIFIED)
+    return got
+
+
+def _pair_of_columns() -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (5,) vectors with a negative dot product, each a column of one matrix (so not contiguous in memory)."""
+    columns = torch.tensor([[1.0, -2.0], [0.5, 3.0], [-4.0, 1.5], [2.0, 0.5], [0.0, -1.0]], dtype=torch.float64)
+    return columns[:, 0], columns[:, 1]  # (5,) each, stride 2
+
+
 def dot_product(student_fn: Callable) -> CheckResult:
     """Check a function (d,), (d,) -> scalar that returns the dot product of two vectors."""
     ex = Exercise("dot_product")
     with ex.run():
-        got = ex.call(student_fn, _A, _B)
-        ex.compare(
-            "the dot product of [1, 2, 3] and [4, -5, 6]",
-            got,
-            _A @ _B,
-            hint="multiply matching components, then add the products up",
-            mistakes={_ELEMENT_WISE: _A * _B, _MEAN: (_A * _B).mean(), _SUMS: _A.sum() * _B.sum(),
-                      _LENGTHS: _A.norm() * _B.norm()},
-        )
         _, features = word_feature_table()
-        orange, apple = features[0], features[2]
-        ex.compare(
-            "the dot product of Orange and Apple (the word-feature table)",
-            ex.call(student_fn, orange, apple),
-            orange @ apple,
-            mistakes={_ELEMENT_WISE: orange * apple, _MEAN: (orange * apple).mean(),
-                      _SUMS: orange.sum() * apple.sum(), _LENGTHS: orange.norm() * apple.norm()},
-        )
+        first, second = _pair_of_columns()
+        cases = (("the dot product of [1, 2, 3] and [4, -5, 6]", _A, _B),
+                 ("the dot product of Orange and Apple (the word-feature table)", features[0], features[2]),
+                 ("the dot product of two columns of a (5, 2) matrix (d = 5, not contiguous, negative)", first,
+                  second))
+        for what, a, b in cases:  # the first failure stops: one hint, one diagnosis
+            if not ex.compare(what, _call_unchanged(ex, student_fn, a, b), a @ b,
+                              hint="multiply matching components, then add the products up",
+                              mistakes={_ELEMENT_WISE: a * b, _MEAN: (a * b).mean(), _SUMS: a.sum() * b.sum(),
+                                        _LENGTHS: a.norm() * b.norm()}) or not ex.result.ok:
+                break
     return ex.result
 
 
@@ -52,21 +67,25 @@ def norm(student_fn: Callable) -> CheckResult:
     """Check a function (d,) -> scalar that returns a vector's Euclidean length."""
     ex = Exercise("norm")
     with ex.run():
-        got = ex.call(student_fn, _B)
-        ex.compare(
-            "the length of [4, -5, 6]",
-            got,
-            torch.linalg.vector_norm(_B),
-            hint="square each component, add the squares, take the square root",
-            mistakes={
-                Hint("you forgot the square root: that is the squared length", id="norm-no-square-root"):
-                    (_B**2).sum(),
-                Hint("you added absolute values (the L1 norm): square the components instead", id="l1-norm"):
-                    _B.abs().sum(),
-                Hint("you added the components without squaring them", id="norm-no-squares"): _B.sum(),
-            },
-        )
-        ex.compare("the length of [3, 4]", ex.call(student_fn, torch.tensor([3.0, 4.0])), 5.0)
+        column, _ = _pair_of_columns()
+        for what, v in (("the length of [4, -5, 6]", _B), ("the length of [3, 4]", torch.tensor([3.0, 4.0])),
+                        ("the length of a column of a (5, 2) matrix (d = 5, not contiguous)", column)):
+            if not ex.compare(
+                what,
+                _call_unchanged(ex, student_fn, v),
+                torch.linalg.vector_norm(v),
+                hint="square each component, add the squares, take the square root",
+                mistakes={
+                    Hint("you forgot the square root: that is the squared length", id="norm-no-square-root"):
+                        (v**2).sum(),
+                    Hint("you added absolute values (the L1 norm): square the components instead", id="l1-norm"):
+                        v.abs().sum(),
+                    Hint("you added the components without squaring them", id="norm-no-squares"): v.sum(),
+                    Hint("you averaged the squares (the root mean square): the length adds them up",
+                         id="root-mean-square"): (v**2).mean().sqrt(),
+                },
+            ) or not ex.result.ok:
+                break
     return ex.result
 
 
@@ -85,33 +104,27 @@ def cosine_matrix(student_fn: Callable) -> CheckResult:
         _, features = word_feature_table()
         wrong_axis = Hint("you divided by the columns' lengths (dim=0): each row (word) must be divided by its own "
                           "length", id="cosine-wrong-axis")
-        ex.compare(
-            "the cosine table of the five words (5 x 5)",
-            ex.call(student_fn, features, features),
-            cosine_similarity(features, features),
-            hint="divide each dot product by the lengths of both vectors",
-            mistakes={
-                wrong_axis: _columns_normalised(features, features),
-                Hint("you returned dot products: divide each one by both vectors' lengths",
-                     id="cosine-not-normalised"): features @ features.T,
-                _ONE_SIDE: (features / features.norm(dim=-1, keepdim=True)) @ features.T,
-            },
-        )
-        queries, keys = features[:2], features[2:]  # (2, 3) and (3, 3): different counts catch a transpose
-        expected = cosine_similarity(queries, keys)  # (2, 3)
-        a_unit = queries / queries.norm(dim=-1, keepdim=True)
-        ex.compare(
-            "rows Orange, Phone against rows Apple, And, An (2 x 3)",
-            ex.call(student_fn, queries, keys),
-            expected,
-            hint="entry [i, j] compares row i of the first matrix with row j of the second: a @ b.T, normalised",
-            mistakes={
-                wrong_axis: _columns_normalised(queries, keys),
-                Hint("your matrix is transposed: entry [i, j] must compare row i of a with row j of b",
-                     id="transposed-matrix"): expected.T,
-                _ONE_SIDE: a_unit @ keys.T,
-            },
-        )
+        transposed = Hint("your matrix is transposed: entry [i, j] must compare row i of a with row j of b",
+                          id="transposed-matrix")
+        not_normalised = Hint("you returned dot products: divide each one by both vectors' lengths",
+                              id="cosine-not-normalised")
+        stored = torch.randn(6, 7, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        cases = (("the cosine table of the five words (5 x 5)", features, features),
+                 # (2, 3) and (3, 3): different counts catch a transpose
+                 ("rows Orange, Phone against rows Apple, And, An (2 x 3)", features[:2], features[2:]),
+                 ("4 random rows against 3 (d = 6, negative entries, columns of a stored matrix: not contiguous)",
+                  stored.T[:4], stored.T[4:]))
+        for what, a, b in cases:  # the first failure stops: one hint, one diagnosis
+            expected = cosine_similarity(a, b)  # (n, m)
+            mistakes = {wrong_axis: _columns_normalised(a, b), not_normalised: a @ b.T,
+                        _ONE_SIDE: (a / a.norm(dim=-1, keepdim=True)) @ b.T}
+            if a.shape[0] != b.shape[0]:
+                mistakes[transposed] = expected.T
+            if not ex.compare(what, ex.call(student_fn, a, b), expected,
+                              hint="entry [i, j] compares row i of the first matrix with row j of the second: "
+                                   "a @ b.T, each dot product divided by the lengths of both rows",
+                              mistakes=mistakes):
+                break
     return ex.result
 
 
@@ -123,29 +136,33 @@ def most_similar(student_fn: Callable) -> CheckResult:
     ex = Exercise("most_similar")
     with ex.run():
         words, features = word_feature_table()
-        for word in ("Orange", "Phone", "And", "An"):
-            expected = most_similar_word(word, words, features)
-            ex.compare(
-                f"the word most similar to {word!r}",
-                ex.call(student_fn, word, words, features),
-                expected,
-                hint="compare the word's cosine with every other word and take the largest",
-                mistakes={_ITSELF: word,
-                          Hint("you returned the word's index: return the word, words[index]", id="returned-index"):
-                              words.index(expected)},
-            )
         # A long vector wins on dot products although another word points the same way.
-        animals = ["kitten", "cat", "lion"]
         sizes = torch.tensor([[1.0, 0.2], [1.0, 0.25], [5.0, 3.0]], dtype=torch.float64)  # (3 words, 2)
-        ex.compare(
-            "the word most similar to 'kitten' among kitten, cat, lion",
-            ex.call(student_fn, "kitten", animals, sizes),
-            most_similar_word("kitten", animals, sizes),
-            hint="use cosine similarity, not the dot product",
-            mistakes={_ITSELF: "kitten",
-                      Hint("you compared dot products: the long 'lion' vector wins; use the cosine",
-                           id="dot-product-not-cosine"): "lion"},
-        )
+        # Every other word points away from 'hot': all its cosines are negative, so a score of 0 beats them.
+        weather = torch.tensor([[1.0, 0.0], [-1.0, 0.1], [-1.0, -0.4]], dtype=torch.float64)  # (3 words, 2)
+        cases = [(word, words, features, "") for word in ("Orange", "Phone", "And", "An")] + [
+            ("kitten", ["kitten", "cat", "lion"], sizes, " among kitten, cat, lion"),
+            ("hot", ["hot", "cold", "freezing"], weather, " among hot, cold, freezing (all other cosines < 0)")]
+        for word, vocabulary, table, among in cases:  # the first failure stops: one hint, one diagnosis
+            expected = most_similar_word(word, vocabulary, table)
+            scores = table @ table[vocabulary.index(word)]  # (n_words,) dot products with the word
+            scores[vocabulary.index(word)] = float("-inf")
+            mistakes = {Hint("you returned the word's index: return the word, words[index]", id="returned-index"):
+                        vocabulary.index(expected)}
+            if vocabulary[int(scores.argmax())] != expected:
+                mistakes[Hint("you compared dot products: a long vector wins; use the cosine",
+                              id="dot-product-not-cosine")] = vocabulary[int(scores.argmax())]
+            if among.endswith("< 0)"):
+                mistakes[Hint("you returned the word itself: a score of 0 (or any number above -1) does not leave "
+                              "it out when every other cosine is negative; give it -inf", id="itself-scored-zero")
+                         ] = word
+            else:
+                mistakes[_ITSELF] = word
+            if not ex.compare(f"the word most similar to {word!r}{among}",
+                              ex.call(student_fn, word, list(vocabulary), table.clone()), expected,
+                              hint="compare the word's cosine with every other word and take the largest",
+                              mistakes=mistakes):
+                break
     return ex.result
 
 
