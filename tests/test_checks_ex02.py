@@ -118,7 +118,7 @@ def test_additive_scores_accepts_the_solution_and_names_the_mistakes():
                          "W_a belongs to the decoder's state s")
     dot = check.additive_scores(lambda s, h, W_a, U_a, v_a: h @ s)
     assert_rejected_with(dot, "that is the dot-product score")
-    assert dot.passed == 0 and any("raised RuntimeError" in line for line in dot.lines)  # widths 2, 3: no s · h_j
+    assert dot.passed == 0 and len(dot.diagnoses) == 1  # named once: the check stops at its first failed case
 
 
 def test_each_named_mistake_is_diagnosed_as_itself():
@@ -163,3 +163,43 @@ def test_each_named_mistake_is_diagnosed_as_itself():
     assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: torch.tanh(s @ U_a + h @ W_a) @ v_a),
                      "swapped-matrices")
     assert_diagnosed(check.additive_scores(lambda s, h, W_a, U_a, v_a: h @ s), "dot-product-score")
+
+
+def test_softmaxes_are_checked_on_three_axes_other_layouts_and_left_inputs_alone():
+    def subtracted_in_place(x):
+        x -= x.amax(dim=-1, keepdim=True)
+        return x.exp() / x.exp().sum(dim=-1, keepdim=True)
+
+    def summed_over_dim_one(x):  # right on a matrix, wrong on (batch, T_q, T_k)
+        exps = (x - x.amax(dim=-1, keepdim=True)).exp()
+        return exps / exps.sum(dim=1 if x.dim() > 1 else 0, keepdim=True)
+
+    def max_over_queries(x):
+        exps = (x - x.amax(dim=-2 if x.dim() > 1 else -1, keepdim=True)).exp()
+        return exps / exps.sum(dim=-1, keepdim=True)
+
+    def flattened_with_view(x):  # view needs a contiguous tensor
+        rows = x.view(-1, x.shape[-1])
+        exps = (rows - rows.amax(dim=-1, keepdim=True)).exp()
+        return (exps / exps.sum(dim=-1, keepdim=True)).view(x.shape)
+
+    assert_diagnosed(check.stable_softmax(subtracted_in_place), "modified-input")
+    assert_diagnosed(check.fixed_softmax(subtracted_in_place), "modified-input")
+    assert_diagnosed(check.stable_softmax(summed_over_dim_one), "fixed-dim-not-last")
+    assert_diagnosed(check.stable_softmax(max_over_queries), "max-over-other-axis")
+    assert_diagnosed(check.fixed_softmax(max_over_queries), "max-over-other-axis")
+    for check_fn in (check.stable_softmax, check.fixed_softmax):
+        assert_rejected_with(check_fn(flattened_with_view), "raised RuntimeError")
+        assert check_fn(lambda x: (x - torch.logsumexp(x, dim=-1, keepdim=True)).exp()).ok
+        assert check_fn(lambda x: (lambda e: e / e.sum(-1)[..., None])((x - x.amax(-1, keepdim=True)).exp())).ok
+        assert check_fn(lambda x: (lambda e: e / e.sum(-1, keepdim=True))((x - x.amax(-1, keepdim=True)).exp())
+                        .float()).ok  # float32 weights are close enough
+
+
+def test_attention_weights_names_an_early_scale_and_takes_keys_of_any_layout():
+    assert_diagnosed(check.attention_weights(lambda q, k: torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), -1)),
+                     "scaled-too-early")
+    assert check.attention_weights(lambda q, k: torch.softmax(torch.einsum("qd,kd->qk", q, k), dim=-1)).ok
+    assert check.attention_weights(lambda q, k: torch.softmax(k @ q.T, dim=0).T).ok
+    result = check.attention_weights(lambda q, k: torch.softmax(q @ k.T, dim=0))
+    assert len([line for line in result.lines if line.startswith("  hint:")]) == 1, result.lines

@@ -17,29 +17,70 @@ FEATURES = torch.tensor(  # (5, 3) columns: tech, fruitness, other (lesson 01's 
 )
 
 
+_MODIFIED = Hint(idea="your function changed the scores it was given (an in-place step such as -=, sub_ or exp_): "
+                      "they are the caller's data, so compute into new tensors",
+                 code="shifted = x - x.amax(dim=-1, keepdim=True), not x -= …", id="modified-input")
+_MAX_OVER_OTHER_AXIS = Hint("you subtracted a maximum taken over another axis than the keys: that is a different "
+                            "number for each key, so it changes the weights; subtract each row's own maximum "
+                            "(amax(dim=-1, keepdim=True))", id="max-over-other-axis")
+_DIM_ONE = Hint("you normalised along dim=1: on a matrix that is the last axis, but on (batch, T_q, T_k) scores it "
+                "is the queries; dim=-1 is the last axis for any number of axes", id="fixed-dim-not-last")
+
+
+def _softmax_over(x: torch.Tensor, max_dim: int, sum_dim: int) -> torch.Tensor:
+    """Typical wrong softmaxes: the maximum subtracted over ``max_dim``, the sum taken over ``sum_dim``."""
+    exps = (x - x.amax(dim=max_dim, keepdim=True)).exp()
+    return exps / exps.sum(dim=sum_dim, keepdim=True)
+
+
+def _unchanged(ex: Exercise, student_fn: Callable, x: torch.Tensor, **kwargs: object) -> object:
+    """Call the student's function on a copy of ``x``; a change made to that copy fails one check, named."""
+    given = x.clone()
+    got = ex.call(student_fn, given, **kwargs)
+    if not torch.equal(given, x):
+        ex.require("your function leaves its input unchanged", False, problem="it changed the scores it was given",
+                   hint=_MODIFIED)
+    return got
+
+
 def stable_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
-    """Check a softmax over the last axis that survives huge scores."""
+    """Check a softmax over the last axis that survives huge scores, on 1, 2 and 3 axes and a non-contiguous
+    tensor; the scores must come back unchanged."""
     ex = Exercise("stable_softmax")
     with ex.run():
         small = torch.tensor([1.0, 0.71, 0.0, 0.0], dtype=torch.float64)
-        ex.compare("softmax of [1, 0.71, 0, 0] (Orange's row in lesson 02)", ex.call(student_fn, small), softmax(small),
-                   hint="exponentiate every score, then divide by the sum of the exponentials")
         rows = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 5.0]], dtype=torch.float64)
-        ex.compare("softmax of a (2, 3) matrix, one distribution per row", ex.call(student_fn, rows), softmax(rows),
-                   hint="normalise along the last axis (dim=-1), so each row sums to 1",
-                   mistakes={Hint("each column sums to 1: sum over the last axis (dim=-1, keepdim=True)",
-                                  id="softmax-over-columns"): torch.softmax(rows, dim=0)})
         huge = torch.tensor([[1000.0, 999.0, -1000.0], [1.0, 2.0, 3.0]], dtype=torch.float64)
         naive = huge.exp() / huge.exp().sum(dim=-1, keepdim=True)  # exp(1000) overflows: row 0 is [nan, nan, 0]
         global_exps = (huge - huge.max()).exp()  # row 1 becomes exp(-999) = 0 everywhere, then 0 / 0
-        global_max = global_exps / global_exps.sum(dim=-1, keepdim=True)
-        ex.compare("softmax of the rows [1000, 999, -1000] and [1, 2, 3]", ex.call(student_fn, huge), softmax(huge),
-                   hint="subtract each row's maximum before exponentiating",
-                   mistakes={Hint("exp(1000) overflows to inf: subtract the row's maximum (x.amax(dim=-1, "
-                                  "keepdim=True)) before exp", id="no-max-subtracted"): naive,
-                             Hint("you subtracted the largest score of the whole tensor: row [1, 2, 3] then underflows "
-                                  "to 0 / 0; subtract each row's own maximum (x.amax(dim=-1, keepdim=True))",
-                                  id="global-max"): global_max})
+        stored = torch.linspace(-3.0, 4.0, 24, dtype=torch.float64).reshape(2, 4, 3) ** 2  # all rows differ
+        stored[1] += 500.0  # one batch element with huge scores
+        batch = stored.transpose(-2, -1)  # (2, 3, 4): each row over the keys is a column of storage
+        cases = (
+            ("softmax of [1, 0.71, 0, 0] (Orange's row in lesson 02)", small,
+             "exponentiate every score, then divide by the sum of the exponentials", {}),
+            ("softmax of a (2, 3) matrix, one distribution per row", rows,
+             "normalise along the last axis (dim=-1), so each row sums to 1",
+             {Hint("each column sums to 1: sum over the last axis (dim=-1, keepdim=True)",
+                   id="softmax-over-columns"): torch.softmax(rows, dim=0),
+              _MAX_OVER_OTHER_AXIS: _softmax_over(rows, 0, -1)}),
+            ("softmax of the rows [1000, 999, -1000] and [1, 2, 3]", huge,
+             "subtract each row's maximum before exponentiating",
+             {Hint("exp(1000) overflows to inf: subtract the row's maximum (x.amax(dim=-1, keepdim=True)) before exp",
+                   id="no-max-subtracted"): naive,
+              Hint("you subtracted the largest score of the whole tensor: row [1, 2, 3] then underflows to 0 / 0; "
+                   "subtract each row's own maximum (x.amax(dim=-1, keepdim=True))", id="global-max"):
+                 global_exps / global_exps.sum(dim=-1, keepdim=True),
+              _MAX_OVER_OTHER_AXIS: _softmax_over(huge, 0, -1)}),
+            ("softmax of (batch=2, T_q=3, T_k=4) scores, one batch element near 500, stored transposed "
+             "(not contiguous)", batch,
+             "the last axis is dim=-1 whatever the number of axes; subtract each row's own maximum",
+             {_DIM_ONE: _softmax_over(batch, -1, 1), _MAX_OVER_OTHER_AXIS: _softmax_over(batch, 1, -1)}),
+        )
+        for what, x, hint, mistakes in cases:  # the first failure stops: one hint, one diagnosis
+            got = _unchanged(ex, student_fn, x)
+            if not ex.compare(what, got, softmax(x), hint=hint, mistakes=mistakes) or not ex.result.ok:
+                break
     return ex.result
 
 
@@ -50,20 +91,25 @@ def attention_weights(student_fn: Callable[[torch.Tensor, torch.Tensor], torch.T
     """Check (T_q, d) queries and (T_k, d) keys -> (T_q, T_k) weights = softmax of the dot products per query."""
     ex = Exercise("attention_weights")
     with ex.run():
-        queries = FEATURES[[2, 0]]  # (2, 3): Apple, Orange
-        scores = queries @ FEATURES.T  # (2, 5)
-        got = ex.call(student_fn, queries, FEATURES)
-        ex.compare("weights of Apple and Orange over the five words", got, softmax(scores),
-                   hint="scores = queries @ keys.T, then softmax over the keys (the last axis)",
-                   mistakes={Hint("you divided the scores by their row sum: use softmax (exp, then normalise)",
-                                  id="row-sum-normalised"): scores / scores.sum(dim=-1, keepdim=True),
-                             Hint("you returned the scores: apply softmax to them", id="returned-scores"): scores,
-                             _KEYS_AS_COLUMNS: torch.softmax(scores, dim=0)})
-        square = ex.call(student_fn, FEATURES, FEATURES)
-        ex.compare("weights of all five words over all five (each row sums to 1)", square,
-                   softmax(FEATURES @ FEATURES.T),
-                   hint="softmax over the keys: dim=-1",
-                   mistakes={_KEYS_AS_COLUMNS: torch.softmax(FEATURES @ FEATURES.T, dim=0)})
+        random_keys = torch.randn(4, 6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)  # (d, T_k)
+        cases = (("weights of Apple and Orange over the five words", FEATURES[[2, 0]], FEATURES),
+                 ("weights of all five words over all five (each row sums to 1)", FEATURES, FEATURES),
+                 ("weights of 3 random queries over 6 random keys, d = 4 (keys not contiguous)",
+                  torch.randn(3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
+                  random_keys.T))
+        for what, queries, keys in cases:  # the first failure stops: one hint, one diagnosis
+            scores = queries @ keys.T  # (T_q, T_k)
+            ex.compare(what, ex.call(student_fn, queries, keys), softmax(scores),
+                       hint="scores = queries @ keys.T, then softmax over the keys (the last axis)",
+                       mistakes={Hint("you divided the scores by their row sum: use softmax (exp, then normalise)",
+                                      id="row-sum-normalised"): scores / scores.sum(dim=-1, keepdim=True),
+                                 Hint("you returned the scores: apply softmax to them", id="returned-scores"): scores,
+                                 _KEYS_AS_COLUMNS: torch.softmax(scores, dim=0),
+                                 Hint("no scaling yet: this exercise takes the softmax of the plain dot products "
+                                      "(the 1/√d of lesson 03 comes later)", id="scaled-too-early"):
+                                 softmax(scores / math.sqrt(queries.shape[-1]))})
+            if not ex.result.ok:
+                break
     return ex.result
 
 
@@ -102,29 +148,36 @@ def predict_weights(student_fn: Callable[[torch.Tensor], tuple[torch.Tensor, tor
 
 
 def fixed_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckResult:
-    """Check a softmax over the keys (the last axis) of (batch, T_q, T_k) scores."""
+    """Check a softmax over the keys (the last axis) of (batch, T_q, T_k) scores, also when they are stored
+    transposed (not contiguous); the scores must come back unchanged."""
     ex = Exercise("fixed_softmax")
     with ex.run():
         square = (torch.arange(27, dtype=torch.float64) * 5 % 27).reshape(3, 3, 3) / 4  # (3, 3, 3) all distinct
         square[2] += 800.0  # one batch element with huge scores
         exps = (square - square.amax(dim=-1, keepdim=True)).exp()
         global_exps = (square - square.max()).exp()  # batches 0 and 1 underflow to 0, then 0 / 0
-        ex.compare("weights of (batch=3, T_q=3, T_k=3) scores", ex.call(student_fn, square.clone()), softmax(square),
-                   hint="each query's row of weights, over the keys (dim=-1), must sum to 1",
-                   mistakes={Hint("you still sum over dim=1, the queries: sum over the keys, dim=-1",
-                                  id="sum-over-queries"): exps / exps.sum(dim=1, keepdim=True),
-                             Hint("you sum over dim=0, the batch: sum over the keys, dim=-1", id="sum-over-batch"):
-                             exps / exps.sum(dim=0, keepdim=True),
-                             Hint("without keepdim=True the (batch, T_q) sums line up with the keys' axis: keep the "
-                                  "summed axis (keepdim=True)", id="missing-keepdim"): exps / exps.sum(dim=-1),
-                             Hint("you divided by the sum of the whole tensor: sum each row over the keys, dim=-1",
-                                  id="whole-tensor-sum"): exps / exps.sum(),
-                             Hint("you subtracted the largest score of the whole tensor: subtract each row's own "
-                                  "maximum (amax(dim=-1, keepdim=True))", id="global-max"): global_exps
-                             / global_exps.sum(dim=-1, keepdim=True)})
-        wide = torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).reshape(2, 3, 4) ** 2  # (2, 3, 4): T_q ≠ T_k
-        ex.compare("weights of (batch=2, T_q=3, T_k=4) scores", ex.call(student_fn, wide.clone()), softmax(wide),
-                   hint="the weights keep the scores' shape (batch, T_q, T_k); each row over T_k sums to 1")
+        got = _unchanged(ex, student_fn, square)
+        if not ex.compare(
+                "weights of (batch=3, T_q=3, T_k=3) scores", got, softmax(square),
+                hint="each query's row of weights, over the keys (dim=-1), must sum to 1",
+                mistakes={Hint("you still sum over dim=1, the queries: sum over the keys, dim=-1",
+                               id="sum-over-queries"): exps / exps.sum(dim=1, keepdim=True),
+                          Hint("you sum over dim=0, the batch: sum over the keys, dim=-1", id="sum-over-batch"):
+                          exps / exps.sum(dim=0, keepdim=True),
+                          Hint("without keepdim=True the (batch, T_q) sums line up with the keys' axis: keep the "
+                               "summed axis (keepdim=True)", id="missing-keepdim"): exps / exps.sum(dim=-1),
+                          Hint("you divided by the sum of the whole tensor: sum each row over the keys, dim=-1",
+                               id="whole-tensor-sum"): exps / exps.sum(),
+                          Hint("you subtracted the largest score of the whole tensor: subtract each row's own "
+                               "maximum (amax(dim=-1, keepdim=True))", id="global-max"): global_exps
+                          / global_exps.sum(dim=-1, keepdim=True),
+                          _MAX_OVER_OTHER_AXIS: _softmax_over(square, 1, -1)}) or not ex.result.ok:
+            return ex.result
+        wide = (torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).reshape(2, 4, 3) ** 2).transpose(-2, -1)
+        ex.compare("weights of (batch=2, T_q=3, T_k=4) scores, stored transposed (not contiguous)",
+                   _unchanged(ex, student_fn, wide), softmax(wide),
+                   hint="the weights keep the scores' shape (batch, T_q, T_k); each row over T_k sums to 1; "
+                        "reshape works on any layout, view only on contiguous tensors")
     return ex.result
 
 
@@ -164,10 +217,11 @@ def temperature(student_fn: Callable[[torch.Tensor, float], float]) -> CheckResu
             else:
                 mistakes[Hint("the closed form for two scores ignores the other scores, which take weight too: search "
                               "(bisection) on the whole row", id="closed-form-two-scores")] = two_largest
-            ex.compare(f"the temperature for {what}", got, expected, rtol=1e-3, atol=0.0,
-                       hint="the top weight falls as the temperature grows: bisect on it until "
-                            "softmax(scores / τ).max() is the target",
-                       mistakes=mistakes)
+            if not ex.compare(f"the temperature for {what}", got, expected, rtol=1e-3, atol=0.0,
+                              hint="the top weight falls as the temperature grows: bisect on it until "
+                                   "softmax(scores / τ).max() is the target",
+                              mistakes=mistakes):
+                break  # the first failure stops: one hint, one diagnosis
     return ex.result
 
 
@@ -200,10 +254,11 @@ def additive_scores(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
                 mistakes[Hint(idea="that is the dot-product score s · h_j: the additive score runs the small network "
                                    "tanh(s W_a + h_j U_a) · v_a instead",
                               code="torch.tanh(s @ W_a + h @ U_a) @ v_a", id="dot-product-score")] = h @ s
-            ex.compare(f"additive scores of {T_k} encoder states (d_s = {d_s}, d_h = {d_h}, d_a = {d_a})",
+            if not ex.compare(f"additive scores of {T_k} encoder states (d_s = {d_s}, d_h = {d_h}, d_a = {d_a})",
                        got, expected,
                        hint=Hint(idea="score each encoder state: tanh of (s W_a + h_j U_a), then the dot product with "
                                       "v_a; with h as a (T_k, d_h) matrix, all rows at once",
                                  code="torch.tanh(s @ W_a + h @ U_a) @ v_a  # (T_k, d_a) -> (T_k,)"),
-                       mistakes={hint: value for hint, value in mistakes.items() if value is not None})
+                       mistakes={hint: value for hint, value in mistakes.items() if value is not None}):
+                break  # the first failure stops: one hint, one diagnosis
     return ex.result
