@@ -276,3 +276,61 @@ def test_each_mistake_is_diagnosed_as_itself():
     assert_diagnosed(mapping_bug("vqk"), "qkv-split-order")
     assert_diagnosed(mapping_bug("layer 0"), "wrong-layer")
     assert_diagnosed(mapping_bug("missing biases"), "block-names-wrong")
+
+
+# --- answers right on the lesson's inputs only, right answers written another way, one hint per mistake
+
+
+def _one_hint(result):
+    """The check failed with exactly one diagnosis and printed its hint once; returns that diagnosis."""
+    assert not result.ok and len(result.diagnoses) == 1, result.lines
+    assert sum(line.startswith("  hint:") for line in result.lines) == 1, result.lines
+    return result.diagnoses[0]["mistake"]
+
+
+def test_merge_step_uses_the_new_id_passed_in():
+    assert _one_hint(check.merge_step(lambda ids, pair, new_id: merge_pair(ids, pair, 256))) == "new-id-hardcoded"
+    assert check.merge_step(lambda ids, pair, new_id: merge_pair(list(ids), tuple(pair), new_id)).ok
+
+
+def _rope_halves_by_hand(x, positions, d_head=None, three_axes=False):
+    d_head = d_head or x.shape[-1]
+    half = d_head // 2
+    angles = positions.double()[:, None] * 10000.0 ** (-torch.arange(half, dtype=torch.float64) / half)
+    cos, sin = angles.cos(), angles.sin()
+    first, second = (x[:, :, :half], x[:, :, half:]) if three_axes else (x[..., :half], x[..., half:])
+    return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+
+
+def test_rope_halves_tries_heads_another_width_and_a_strided_input():
+    assert check.rope_halves(_rope_halves_by_hand).ok  # 2m / d_head written as m / half
+    assert not check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, positions, d_head=8)).ok
+    assert not check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, positions, three_axes=True)).ok
+    assert _one_hint(check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, torch.arange(x.shape[-2])))) == (
+        "positions-ignored")
+
+
+def test_rope_attention_tries_another_length_and_strided_heads():
+    def length_six(q, k, v):
+        return F.scaled_dot_product_attention(apply_rope(q, torch.arange(6)), apply_rope(k, torch.arange(6)), v,
+                                              is_causal=True)
+
+    assert not check.rope_attention(length_six).ok
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    assert check.rope_attention(lambda q, k, v: F.scaled_dot_product_attention(
+        apply_rope(q), apply_rope(k), v, attn_mask=mask[: q.shape[-2], : q.shape[-2]])).ok
+
+
+def test_bpe_encode_takes_a_one_byte_word_and_hints_once():
+    def by_rank(word, merges):
+        ranks = {pair: rank for rank, pair in enumerate(merges)}
+        ids = list(word.encode("utf-8"))
+        while True:
+            pairs = [pair for pair in zip(ids, ids[1:], strict=False) if pair in ranks]
+            if not pairs:
+                return ids
+            pair = min(pairs, key=ranks.__getitem__)
+            ids = merge_pair(ids, pair, 256 + ranks[pair])
+
+    assert check.bpe_encode(by_rank).ok
+    assert _one_hint(check.bpe_encode(lambda word, merges: [ord(c) for c in word])) == "other-wrong-answer"

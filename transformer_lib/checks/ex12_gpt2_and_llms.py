@@ -51,28 +51,32 @@ def merge_step(student_fn: Callable) -> CheckResult:
             ("a pair that occurs three times", [5, 1, 2, 1, 2, 3, 1, 2, 4], (1, 2)),
             ("overlapping candidates: [7, 7, 7] holds the pair (7, 7) once", [7, 7, 7, 9, 7, 7], (7, 7)),
             ("a pair that does not occur", [3, 4, 3, 4], (4, 4)),
+            ("new_id 300, the pair at both ends", [8, 2, 5, 8, 2, 8, 2], (8, 2), 300),
         ]
-        for what, ids, pair in cases:
-            got = ex.call(student_fn, list(ids), pair, NEW_ID)
-            ex.compare(
+        for what, ids, pair, *more in cases:
+            new_id = more[0] if more else NEW_ID
+            got = ex.call(student_fn, list(ids), pair, new_id)
+            if not ex.compare(
                 what,
                 got,
-                merge_pair(ids, pair, NEW_ID),
+                merge_pair(ids, pair, new_id),
                 hint=Hint(idea="scan from left to right: a merged pair uses up both of its ids, and every other id "
                           "is kept, in order",
                           code="where (ids[i], ids[i + 1]) == pair, append new_id and move on by 2; otherwise "
                           "append ids[i] and move on by 1"),
                 mistakes={
                     Hint(id="first-occurrence-only", idea="replace every occurrence, not only the first"):
-                        _merge_first_only(ids, pair, NEW_ID),
+                        _merge_first_only(ids, pair, new_id),
                     Hint(id="no-skip-after-merge",
                          idea="after a merge, skip both ids of the pair: the second one is used up",
-                         code="i += 2 after appending new_id"): _merge_without_skipping(ids, pair, NEW_ID),
+                         code="i += 2 after appending new_id"): _merge_without_skipping(ids, pair, new_id),
                     Hint(id="last-id-dropped", idea="keep the last id when it does not start a pair",
                          code="loop while i < len(ids), and test i + 1 < len(ids) before reading ids[i + 1]"):
-                        _merge_dropping_the_last(ids, pair, NEW_ID),
-                },
-            )
+                        _merge_dropping_the_last(ids, pair, new_id),
+                } | ({Hint(id="new-id-hardcoded", idea="use the new_id passed in: every merge makes a new id"):
+                      merge_pair(ids, pair, NEW_ID)} if new_id != NEW_ID else {}),
+            ):
+                break  # one case's hint is enough
     return ex.result
 
 
@@ -88,7 +92,8 @@ ENCODE_MERGES = [  # merge r makes token 256 + r
     (ord("e"), ord("e")),  # 262 "ee"
     (261, ord("f")),  # 263 "ref"
 ]
-ENCODE_WORDS = ["lower", "tower", "referee", "flowerbed", "naïve"]  # each mistake shows on a word as itself
+ENCODE_WORDS = ["lower", "tower", "referee", "flowerbed", "naïve", "a"]  # each mistake shows on a word as itself;
+# "a" is one byte: no pair at all
 
 
 def _merge_list_tokenizer(merges: list[tuple[int, int]]) -> BPETokenizer:
@@ -159,7 +164,7 @@ def bpe_encode(student_fn: Callable) -> CheckResult:
         for word in ENCODE_WORDS:
             got = ex.call(student_fn, word, list(ENCODE_MERGES))
             data = list(word.encode("utf-8"))
-            ex.compare(
+            if not ex.compare(
                 f"{word!r}",
                 got,
                 tokenizer.encode_piece(word),
@@ -197,7 +202,8 @@ def bpe_encode(student_fn: Callable) -> CheckResult:
                          "bytes",
                          code="ids = list(word.encode('utf-8'))"): _by_rank([ord(c) for c in word], ranks, NEW_ID),
                 },
-            )
+            ):
+                break  # one word's hint is enough
     return ex.result
 
 
@@ -207,9 +213,11 @@ def bpe_encode(student_fn: Callable) -> CheckResult:
 def _rope_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(12)
     x = torch.randn(2, 5, 8, generator=generator, dtype=torch.float64)  # (batch, T, d_head)
+    heads = torch.randn(2, 4, 3, 6, generator=generator, dtype=torch.float64).transpose(1, 2)  # (batch, 3, T=4, 6)
     return [
         ("a (2, 5, 8) input at positions 0 to 4", x, torch.arange(5)),
         ("the same input at positions 7 to 11 (after 7 cached tokens)", x, torch.arange(7, 12)),
+        ("(2, 3, 4, 6) queries of 3 heads, d_head 6, not contiguous, at positions 3 to 6", heads, torch.arange(3, 7)),
     ]
 
 
@@ -230,7 +238,7 @@ def rope_halves(student_fn: Callable) -> CheckResult:
             got = ex.call(student_fn, x.clone(), positions.clone())
             d_head = x.shape[-1]
             frequencies = rope_frequencies(d_head)  # (d_head/2,)
-            ex.compare(
+            if not ex.compare(
                 what,
                 got,
                 apply_rope_halves(x, positions),
@@ -283,7 +291,8 @@ def rope_halves(student_fn: Callable) -> CheckResult:
                             x, positions,
                             frequencies=10000.0 ** (-torch.arange(d_head // 2, dtype=torch.float64) / d_head)),
                 },
-            )
+            ):
+                break  # one input's hint is enough
     return ex.result
 
 
@@ -295,40 +304,52 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool =
     return scaled_dot_product_attention(q, k, v, mask, need_weights=False)[0]
 
 
+def _rope_attention_case(ex: Exercise, student_fn: Callable, q: torch.Tensor, k: torch.Tensor,
+                         v: torch.Tensor) -> bool:
+    """Compare the student's RoPE attention of q, k, v (batch, heads, T, d_head) with the library's; True when
+    equal."""
+    got = ex.call(student_fn, q.clone(), k.clone(), v.clone())
+    rotated_q, rotated_k = apply_rope(q), apply_rope(k)
+    layout = "" if q.is_contiguous() else ", not contiguous"
+    return ex.compare(
+        f"causal attention of {tuple(q.shape)} queries, keys and values{layout}",
+        got,
+        _attention(rotated_q, rotated_k, v),
+        hint=Hint(idea="rotate the queries and the keys by their positions 0 … T-1 in Meta's layout, then "
+                  "causal scaled dot-product attention on them and the unrotated values",
+                  code="F.scaled_dot_product_attention(apply_rope(q), apply_rope(k), v, is_causal=True)"),
+        mistakes={
+            Hint(id="values-rotated",
+                 idea="RoPE rotates the queries and keys only: the values carry content, not position",
+                 code="pass v itself to the attention, not apply_rope(v)"):
+                _attention(rotated_q, rotated_k, apply_rope(v)),
+            Hint(id="half-split-layout",
+                 idea="these weights were trained in Meta's layout, which rotates neighbouring features "
+                 "(2m, 2m + 1); Hugging Face's half-split layout is another model's convention",
+                 code="apply_rope(q), not apply_rope_halves(q)"):
+                _attention(apply_rope_halves(q), apply_rope_halves(k), v),
+            Hint(id="keys-not-rotated",
+                 idea="rotate the keys as well as the queries: only then does a score depend on the offset "
+                 "between the two positions", code="apply_rope(k) too"): _attention(rotated_q, k, v),
+            Hint(id="not-causal", idea="the model is causal: position i attends to positions 0 … i only",
+                 code="is_causal=True, or a lower-triangular mask"):
+                _attention(rotated_q, rotated_k, v, causal=False),
+        },
+    )
+
+
 def rope_attention(student_fn: Callable) -> CheckResult:
     """Check a function (q, k, v (batch, heads, T, d_head)) -> causal attention (batch, heads, T, d_head) whose queries
     and keys are rotated by RoPE in Meta's layout (lesson 04's apply_rope: neighbouring features), values not."""
     ex = Exercise("rope_attention")
     with ex.run():
         generator = torch.Generator().manual_seed(4)
-        q, k, v = (torch.randn(2, 3, 6, 8, generator=generator, dtype=torch.float64) for _ in range(3))
-        got = ex.call(student_fn, q.clone(), k.clone(), v.clone())
-        rotated_q, rotated_k = apply_rope(q), apply_rope(k)
-        ex.compare(
-            "causal attention of (2, 3, 6, 8) queries, keys and values",
-            got,
-            _attention(rotated_q, rotated_k, v),
-            hint=Hint(idea="rotate the queries and the keys by their positions 0 … T-1 in Meta's layout, then "
-                      "causal scaled dot-product attention on them and the unrotated values",
-                      code="F.scaled_dot_product_attention(apply_rope(q), apply_rope(k), v, is_causal=True)"),
-            mistakes={
-                Hint(id="values-rotated",
-                     idea="RoPE rotates the queries and keys only: the values carry content, not position",
-                     code="pass v itself to the attention, not apply_rope(v)"):
-                    _attention(rotated_q, rotated_k, apply_rope(v)),
-                Hint(id="half-split-layout",
-                     idea="these weights were trained in Meta's layout, which rotates neighbouring features "
-                     "(2m, 2m + 1); Hugging Face's half-split layout is another model's convention",
-                     code="apply_rope(q), not apply_rope_halves(q)"):
-                    _attention(apply_rope_halves(q), apply_rope_halves(k), v),
-                Hint(id="keys-not-rotated",
-                     idea="rotate the keys as well as the queries: only then does a score depend on the offset "
-                     "between the two positions", code="apply_rope(k) too"): _attention(rotated_q, k, v),
-                Hint(id="not-causal", idea="the model is causal: position i attends to positions 0 … i only",
-                     code="is_causal=True, or a lower-triangular mask"):
-                    _attention(rotated_q, rotated_k, v, causal=False),
-            },
-        )
+        for shape, contiguous in (((2, 3, 6, 8), True), ((1, 2, 4, 6), False)):
+            q, k, v = (torch.randn(*shape, generator=generator, dtype=torch.float64) for _ in range(3))
+            if not contiguous:  # stored (batch, T, heads, d_head), as a projection splits heads before transposing
+                q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+            if not _rope_attention_case(ex, student_fn, q, k, v):
+                break  # one input's hint is enough
     return ex.result
 
 
@@ -405,7 +426,7 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
                           "Block(config).state_dict(), such as 'self_attn.q_proj.weight', 'linear1.bias', "
                           "'norm2.weight': every weight and every bias"),
             ):
-                continue
+                break  # one block's hint is enough
             wrong = [name for name in expected
                      if describe_mismatch(got[name], expected[name], atol=1e-12, rtol=0) is not None]
             if not wrong:
@@ -431,7 +452,7 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
                               code="q, k, v = c_attn_weight.chunk(3, dim=1) (and the bias likewise), then transpose "
                               "each")
             mistakes[order_hint] = (swapped or orders)[0]  # the order the answer took, if it took one
-            ex.compare(
+            if not ex.compare(
                 f"block {layer}: {name}",
                 got[name],
                 expected[name],
@@ -442,5 +463,6 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
                           code="q, k, v = w[h + 'attn.c_attn.weight'].chunk(3, dim=1); "
                           "weights['self_attn.q_proj.weight'] = q.T"),
                 mistakes=mistakes,
-            )
+            ):
+                break  # one block's hint is enough
     return ex.result
