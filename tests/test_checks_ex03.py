@@ -69,11 +69,10 @@ def test_fixed_attention_accepts_the_solution_and_torch_own():
 
 
 @pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors")  # k.T on 4-D keys, as the broken function does
-def test_the_broken_function_is_recognised_and_crashes_on_a_batch():
+def test_the_broken_function_is_recognised_once():
     result = check.fixed_attention(broken_attention)
     assert_rejected_with(result, "this is still the broken function")
-    assert_rejected_with(result, "`key.T` reverses every axis there")
-    assert result.passed == 0
+    assert result.passed == 0 and len(result.diagnoses) == 1  # the check stops at its first failed case
 
 
 @pytest.mark.parametrize(("wrong", "hint"), [
@@ -84,16 +83,34 @@ def test_the_broken_function_is_recognised_and_crashes_on_a_batch():
     (_with_scores(lambda q, k, v: math.sqrt(v.shape[-1])), "you divided by √d_v"),
     (lambda q, k, v: _solution(q, k, v).transpose(-2, -1), "your output is transposed"),
 ])
-def test_fixed_attention_names_each_mistake_on_both_inputs(wrong, hint):
+def test_fixed_attention_names_each_mistake_once(wrong, hint):
     result = check.fixed_attention(wrong)
     assert_rejected_with(result, hint)
-    assert sum(hint in line for line in result.lines) == 2  # the single sequence and the batch
+    assert sum(hint in line for line in result.lines) == 1  # the check stops at its first failed case
 
 
-def test_softmax_over_dim_0_is_named_on_the_batch():
+def test_softmax_over_dim_0_is_named_on_one_matrix_and_on_the_batch():
     result = check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=0))
     assert_rejected_with(result, "your softmax runs over the queries")  # 2-D: dim 0 is the queries
+    batch_only = _with_scores(lambda q, k, v: math.sqrt(q.shape[-1]), dim=0)
+    result = check.fixed_attention(lambda q, k, v: (batch_only if q.dim() == 4 else _solution)(q, k, v))
     assert_rejected_with(result, "your softmax runs over dim=0")  # 4-D: dim 0 is the batch
+
+
+def test_fixed_attention_names_d_k_from_axis_1_and_an_in_place_scale():
+    result = check.fixed_attention(_with_scores(lambda q, k, v: math.sqrt(q.shape[1])))
+    assert result.passed == 1  # right on one (T_q, d_k) matrix
+    assert_diagnosed(result, "d-k-from-fixed-axis")
+
+    def scaled_in_place(q, k, v):  # the right value, but the caller's queries are changed
+        q /= math.sqrt(q.shape[-1])
+        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+    assert_diagnosed(check.fixed_attention(scaled_in_place), "modified-input")  # not "you dropped the scale"
+    assert check.fixed_attention(lambda q, k, v: torch.softmax(q @ k.mT / math.sqrt(k.shape[-1]), dim=-1) @ v).ok
+    assert check.fixed_attention(lambda q, k, v: torch.einsum(
+        "...qk,...kd->...qd", torch.softmax(torch.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5, -1), v)).ok
+    assert check.fixed_attention(lambda q, k, v: _solution(q.float(), k.float(), v.float())).ok
 
 
 @pytest.mark.filterwarnings("ignore:The use of `x.T` on tensors")

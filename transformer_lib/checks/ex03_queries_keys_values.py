@@ -84,6 +84,9 @@ def _variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[Hint, t
         variants[Hint("your softmax runs over dim=1: on one (T_q, T_k) matrix that is the keys, but on "
                       "(batch, heads, T_q, T_k) scores it is the heads; dim=-1 is the keys for any number of axes",
                       id="softmax-over-heads")] = torch.softmax(scaled, dim=1) @ v
+        variants[Hint("you took d_k from query.shape[1]: on one (T_q, d_k) matrix that is d_k, but on "
+                      "(batch, heads, T_q, d_k) queries it is the heads; d_k = query.shape[-1] for any number of axes",
+                      id="d-k-from-fixed-axis")] = softmax(scores / math.sqrt(q.shape[1])) @ v
     return variants
 
 
@@ -92,18 +95,26 @@ def fixed_attention(student_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tens
     ex = Exercise("fixed_attention")
     with ex.run():
         q, k, v = _random(3, 4, seed=5) * 2, _random(5, 4, seed=6) * 2, _random(5, 2, seed=7)  # T_q=3, T_k=5
-        ex.compare("one sequence: 3 queries, 5 keys, d_k = 4, d_v = 2 -> (3, 2)", ex.call(student_fn, q, k, v),
-                   scaled_dot_product_attention(q, k, v)[0],
-                   hint="softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1) @ v, with d_k = q.shape[-1]",
-                   mistakes=_variants(q, k, v))
         qb, kb, vb = _random(2, 3, 4, 6, seed=8) * 2, _random(2, 3, 5, 6, seed=9) * 2, _random(2, 3, 5, 2, seed=10)
-        got = ex.call(student_fn, qb, kb, vb,
-                      description="your function on (batch=2, heads=3, T, d) tensors; "
-                      "`key.T` reverses every axis there, `key.transpose(-2, -1)` swaps only the last two")
-        ex.compare("batched: (2, 3, 4, 6) queries, (2, 3, 5, 6) keys, (2, 3, 5, 2) values -> (2, 3, 4, 2)", got,
-                   scaled_dot_product_attention(qb, kb, vb)[0],
-                   hint="work on the last two axes only: key.transpose(-2, -1), d_k = query.shape[-1], dim=-1",
-                   mistakes=_variants(qb, kb, vb))
+        cases = (("one sequence: 3 queries, 5 keys, d_k = 4, d_v = 2 -> (3, 2)", (q, k, v),
+                  "softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1) @ v, with d_k = q.shape[-1]", None),
+                 ("batched: (2, 3, 4, 6) queries, (2, 3, 5, 6) keys, (2, 3, 5, 2) values -> (2, 3, 4, 2)",
+                  (qb, kb, vb), "work on the last two axes only: key.transpose(-2, -1), d_k = query.shape[-1], dim=-1",
+                  "your function on (batch=2, heads=3, T, d) tensors; "
+                  "`key.T` reverses every axis there, `key.transpose(-2, -1)` swaps only the last two"))
+        for what, inputs, hint, description in cases:  # the first failure stops: one hint, one diagnosis
+            given = tuple(x.clone() for x in inputs)
+            got = ex.call(student_fn, *given, description=description)
+            if not all(torch.equal(copy, x) for copy, x in zip(given, inputs, strict=True)):
+                ex.require("your function leaves its inputs unchanged", False,
+                           problem="it changed a tensor it was given",
+                           hint=Hint("your function changed its query, key or value (an in-place step such as /= or "
+                                     "div_): they are the caller's data, so compute into new tensors",
+                                     id="modified-input"))
+                break
+            if not ex.compare(what, got, scaled_dot_product_attention(*inputs)[0], hint=hint,
+                              mistakes=_variants(*inputs)):
+                break
     return ex.result
 
 
