@@ -8,11 +8,12 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 
 Modules, in the order the lessons introduce them: device and device_check (00), similarity (01), attention (02-03),
 retrieval (03), positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data,
-training, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training loop and
-losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub and llama
-(12), induction and interpret (13), speculative, quantization and distributed (14; distributed is imported from its
-module, not re-exported here), sft and lora (15), preferences, dpo and rl (16). Beside the lessons, speed is the
-course's yardstick: how fast this machine trains the GPT benchmark's model, to state times at the reference speed.
+training, optim, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training
+loop and losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub
+and llama (12), induction and interpret (13), speculative, quantization and distributed (14; distributed is imported
+from its module, not re-exported here), sft and lora (15), preferences, dpo and rl (16). Beside the lessons, speed is
+the course's yardstick: how fast this machine trains the GPT benchmark's model, to state times at the reference
+speed.
 """
 
 from .attention import (
@@ -161,6 +162,7 @@ from .model import (
     parameter_breakdown,
 )
 from .multi_head import KVCache, MultiHeadAttention, merge_heads, record_attention, split_heads
+from .optim import AdamW, clip_grad_norm, cosine_with_warmup
 from .positions import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -318,11 +320,14 @@ __all__ = [
     "encoder_decoder_masks",
     "parameter_breakdown",
     # lesson 09: data and training
+    "AdamW",
     "TrainingConfig",
     "TranslationTask",
     "Vocabulary",
     "bleu",
     "chrf",
+    "clip_grad_norm",
+    "cosine_with_warmup",
     "cross_attention_weights",
     "exact_match",
     "label_smoothed_cross_entropy",
