@@ -30,6 +30,7 @@ USED = {
     "tqdm": ("transformer_lib/training.py", r"from tqdm"),
     "transformers": ("notebooks/*.ipynb", r"import transformers"),
     "tokenizers": ("notebooks/*.ipynb", r"from tokenizers import"),
+    "regex": ("transformer_lib/bpe.py", r"^import regex$"),
     "pytest": ("tests/*.py", r"^import pytest$"),
     "pytest-xdist": ("course_tools/testrun.py", r'"--dist"'),
     "nbval": ("course_tools/testrun.py", r'"--nbval"'),
