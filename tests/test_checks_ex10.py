@@ -263,21 +263,22 @@ def test_every_named_mistake_is_diagnosed_as_itself():
 
 
 def _one_hint(result):
-    """The check failed with exactly one diagnosis and printed its hint once."""
+    """The check failed with exactly one diagnosis and printed its hint once; returns the result."""
     assert not result.ok and len(result.diagnoses) == 1, result.lines
     assert sum(line.startswith("  hint:") for line in result.lines) == 1, result.lines
-    return result.diagnoses[0]["mistake"]
+    return result
 
 
 def test_greedy_loop_uses_its_arguments_and_hints_once():
-    assert _one_hint(check.greedy_loop(lambda model, src, bos_id, eos_id, max_len: greedy(
-        model, src, 1, eos_id, max_len))) == "bos-id-hardcoded"
-    assert _one_hint(check.greedy_loop(lambda model, src, bos_id, eos_id, max_len: greedy(
-        model, src, bos_id, eos_id, 8))) == "max-len-hardcoded"
-    assert _one_hint(check.greedy_loop(lambda model, src, bos_id, eos_id, max_len: greedy(
-        model, src, bos_id, eos_id, max_len - 1))) == "one-step-short"
+    assert_diagnosed(_one_hint(check.greedy_loop(lambda model, src, bos_id, eos_id, max_len: greedy(
+        model, src, 1, eos_id, max_len))), "bos-id-hardcoded")
+    assert_diagnosed(_one_hint(check.greedy_loop(lambda model, src, bos_id, eos_id, max_len: greedy(
+        model, src, bos_id, eos_id, 8))), "max-len-hardcoded")
+    assert_diagnosed(_one_hint(check.greedy_loop(lambda model, src, bos_id, eos_id, max_len: greedy(
+        model, src, bos_id, eos_id, max_len - 1))), "one-step-short")
     # The wrong position failed the first sentence; no second line blames the loop's length.
-    assert _one_hint(check.greedy_loop(lambda *args: greedy(*args, bug="first position"))) == "first-position-logits"
+    assert_diagnosed(_one_hint(
+        check.greedy_loop(lambda *args: greedy(*args, bug="first position"))), "first-position-logits")
 
 
 def test_top_k_takes_any_leading_axes_and_a_row_already_filtered():
@@ -291,7 +292,7 @@ def test_top_k_takes_any_leading_axes_and_a_row_already_filtered():
         return logits.masked_fill(logits < logits.topk(k, dim=-1).values[:, -1:], float("-inf"))
 
     assert not check.top_k(two_dimensional).ok
-    assert _one_hint(check.top_k(lambda logits, k: top_k(logits, k, fill=0.0))) == "zero-not-minus-inf"
+    assert_diagnosed(_one_hint(check.top_k(lambda logits, k: top_k(logits, k, fill=0.0))), "zero-not-minus-inf")
 
 
 def _top_p_by_hand(logits, p, gather=False, dim=-1):
@@ -304,20 +305,24 @@ def _top_p_by_hand(logits, p, gather=False, dim=-1):
 
 def test_top_p_names_gather_and_takes_any_leading_axes():
     assert check.top_p(_top_p_by_hand).ok
-    assert _one_hint(check.top_p(lambda logits, p: _top_p_by_hand(logits, p, gather=True))) == "gathered-not-scattered"
+    assert_diagnosed(_one_hint(
+        check.top_p(lambda logits, p: _top_p_by_hand(logits, p, gather=True))), "gathered-not-scattered")
     assert not check.top_p(lambda logits, p: _top_p_by_hand(logits, p, dim=1)).ok  # right on (rows, V) only
     # Zero instead of -inf fails p = 0.8 first; the p = 0.3 line no longer blames keeping the most likely token.
     result = check.top_p(lambda logits, p: top_p(logits, p).masked_fill(top_p(logits, p).isinf(), 0.0))
-    assert _one_hint(result) == "zero-not-minus-inf"
+    assert_diagnosed(_one_hint(result), "zero-not-minus-inf")
     assert not any("most likely token is always kept" in line for line in result.lines)
 
 
 def test_beam_step_uses_its_arguments_and_stops_at_the_first_wrong_part():
-    assert _one_hint(check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, s, lp, 3, e, a))) == "beam-size-hardcoded"
-    assert _one_hint(check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, s, lp, k, 2, a))) == "eos-id-hardcoded"
-    assert _one_hint(check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, s, lp, k, e, 0.6))) == "alpha-hardcoded"
+    assert_diagnosed(_one_hint(
+        check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, s, lp, 3, e, a))), "beam-size-hardcoded")
+    assert_diagnosed(_one_hint(
+        check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, s, lp, k, 2, a))), "eos-id-hardcoded")
+    assert_diagnosed(_one_hint(
+        check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, s, lp, k, e, 0.6))), "alpha-hardcoded")
     result = check.beam_step(lambda p, s, lp, k, e, a: beam_step(p, torch.zeros_like(s), lp, k, e, a))
-    assert _one_hint(result) == "no-running-total"  # no later line blames the stop or the length
+    assert_diagnosed(_one_hint(result), "no-running-total")  # no later line blames the stop or the length
 
 
 def test_cached_attention_step_tries_another_width_and_strided_inputs():
@@ -335,10 +340,11 @@ def test_cached_attention_step_tries_another_width_and_strided_inputs():
         k_cache, v_cache = torch.cat((k_cache, x_new @ w_k), 1), torch.cat((v_cache, x_new @ w_v), 1)
         return ((x_new @ w_q) @ k_cache.mT / 2).softmax(-1) @ v_cache, k_cache, v_cache
 
-    assert _one_hint(check.cached_attention_step(by_two)) == "sqrt-d-hardcoded"
-    assert _one_hint(check.cached_attention_step(forgets_the_cache)) == "cache-not-returned"  # hinted once
+    assert_diagnosed(_one_hint(check.cached_attention_step(by_two)), "sqrt-d-hardcoded")
+    assert_diagnosed(_one_hint(check.cached_attention_step(forgets_the_cache)), "cache-not-returned")  # hinted once
 
 
 def test_cache_bytes_uses_bytes_per_number():
-    assert _one_hint(check.cache_bytes(lambda layers, d, s, t, b, n: 2 * layers * (s + t) * d * b * 4)) == (
+    assert_diagnosed(_one_hint(
+        check.cache_bytes(lambda layers, d, s, t, b, n: 2 * layers * (s + t) * d * b * 4)),
         "bytes-per-number-hardcoded")

@@ -194,10 +194,10 @@ def test_every_named_mistake_is_diagnosed_as_itself():
 
 
 def _one_hint(result):
-    """The check failed with exactly one diagnosis and printed its hint once; returns that diagnosis."""
+    """The check failed with exactly one diagnosis and printed its hint once; returns the result."""
     assert not result.ok and len(result.diagnoses) == 1, result.lines
     assert sum(line.startswith("  hint:") for line in result.lines) == 1, result.lines
-    return result.diagnoses[0]["mistake"]
+    return result
 
 
 def _online_step(running_max, running_sum, accumulator, scores, values, bug=None):
@@ -219,17 +219,18 @@ def test_online_softmax_step_starts_from_minus_infinity_and_keeps_a_larger_old_m
         return new_max, rescale * running_sum + weights.sum(1, keepdim=True), rescale * accumulator + weights @ values
 
     assert check.online_softmax_step(by_where).ok
-    assert _one_hint(check.online_softmax_step(lambda *a: _online_step(*a, bug="chunk max only"))) == "chunk-max-only"
+    assert_diagnosed(_one_hint(
+        check.online_softmax_step(lambda *a: _online_step(*a, bug="chunk max only"))), "chunk-max-only")
     # This chunk weighted with the old maximum: the sum's line names it, no second line blames the accumulator.
-    assert _one_hint(check.online_softmax_step(lambda *a: _online_step(*a, bug="old max"))) == (
-        "chunk-weighted-with-old-max")
+    assert_diagnosed(_one_hint(
+        check.online_softmax_step(lambda *a: _online_step(*a, bug="old max"))), "chunk-weighted-with-old-max")
 
 
 def test_decoder_only_mask_uses_the_pad_id_passed_in():
     def pad_zero(tokens, pad_id):
         return torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool).tril() & (tokens != 0)[:, None, None]
 
-    assert _one_hint(check.decoder_only_mask(pad_zero)) == "pad-id-hardcoded"
+    assert_diagnosed(_one_hint(check.decoder_only_mask(pad_zero)), "pad-id-hardcoded")
 
     def by_lengths(tokens, pad_id):  # right for padding at the end, from each row's length
         length = tokens.shape[1]
@@ -241,7 +242,7 @@ def test_decoder_only_mask_uses_the_pad_id_passed_in():
 
 def test_cached_next_logits_blames_only_the_tokens_fed_again():
     result = check.cached_next_logits(lambda model, cache, tokens: model(tokens, cache=cache)[:, -1])
-    assert _one_hint(result) == "seen-tokens-fed-again"
+    assert_diagnosed(_one_hint(result), "seen-tokens-fed-again")
     assert not any("call the model with cache=cache" in line for line in result.lines)
 
 
@@ -253,8 +254,8 @@ def test_stopping_step_reads_eval_steps_and_the_whole_run():
         rises = [i for i in range(len(valid_loss) - 1) if valid_loss[i + 1] > valid_loss[i]]
         return eval_steps[rises[0] if rises else -1]
 
-    assert _one_hint(check.stopping_step(every_hundred)) == "step-interval-assumed"
-    assert _one_hint(check.stopping_step(first_rise)) == "stopped-at-first-rise"
+    assert_diagnosed(_one_hint(check.stopping_step(every_hundred)), "step-interval-assumed")
+    assert_diagnosed(_one_hint(check.stopping_step(first_rise)), "stopped-at-first-rise")
     assert check.stopping_step(lambda steps, train, valid: int(torch.tensor(steps)[torch.tensor(valid).argmin()])).ok
 
 
@@ -263,4 +264,4 @@ def test_scaling_fit_hints_once_for_a_wrong_line():
         slope = (math.log(losses[-1]) - math.log(losses[0])) / (math.log(params[-1]) - math.log(params[0]))
         return -slope, losses[0] * params[0] ** -slope
 
-    assert _one_hint(check.scaling_fit(two_points)) == "other-wrong-answer"
+    assert _one_hint(check.scaling_fit(two_points)).diagnoses[0]["mistake"] == "other-wrong-answer"

@@ -282,14 +282,15 @@ def test_each_mistake_is_diagnosed_as_itself():
 
 
 def _one_hint(result):
-    """The check failed with exactly one diagnosis and printed its hint once; returns that diagnosis."""
+    """The check failed with exactly one diagnosis and printed its hint once; returns the result."""
     assert not result.ok and len(result.diagnoses) == 1, result.lines
     assert sum(line.startswith("  hint:") for line in result.lines) == 1, result.lines
-    return result.diagnoses[0]["mistake"]
+    return result
 
 
 def test_merge_step_uses_the_new_id_passed_in():
-    assert _one_hint(check.merge_step(lambda ids, pair, new_id: merge_pair(ids, pair, 256))) == "new-id-hardcoded"
+    assert_diagnosed(_one_hint(
+        check.merge_step(lambda ids, pair, new_id: merge_pair(ids, pair, 256))), "new-id-hardcoded")
     assert check.merge_step(lambda ids, pair, new_id: merge_pair(list(ids), tuple(pair), new_id)).ok
 
 
@@ -306,7 +307,8 @@ def test_rope_halves_tries_heads_another_width_and_a_strided_input():
     assert check.rope_halves(_rope_halves_by_hand).ok  # 2m / d_head written as m / half
     assert not check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, positions, d_head=8)).ok
     assert not check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, positions, three_axes=True)).ok
-    assert _one_hint(check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, torch.arange(x.shape[-2])))) == (
+    assert_diagnosed(_one_hint(
+        check.rope_halves(lambda x, positions: _rope_halves_by_hand(x, torch.arange(x.shape[-2])))),
         "positions-ignored")
 
 
@@ -333,4 +335,5 @@ def test_bpe_encode_takes_a_one_byte_word_and_hints_once():
             ids = merge_pair(ids, pair, 256 + ranks[pair])
 
     assert check.bpe_encode(by_rank).ok
-    assert _one_hint(check.bpe_encode(lambda word, merges: [ord(c) for c in word])) == "other-wrong-answer"
+    assert _one_hint(check.bpe_encode(lambda word, merges: [ord(c) for c in word])).diagnoses[0]["mistake"] == (
+        "other-wrong-answer")
