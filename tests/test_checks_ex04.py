@@ -195,3 +195,37 @@ def test_each_named_mistake_is_diagnosed_as_itself():
     assert_diagnosed(check.rope(lambda x: rope(x, split_half=True)), "rotate-half-pairing")
     assert_diagnosed(check.rope(lambda x: rope(x, sign=-1.0)), "rotation-wrong-way")
     assert_diagnosed(check.rope(in_place_but_correct), "modified-input")
+
+
+def test_rope_takes_float32_heads_stored_transposed_and_any_correct_layout_of_the_pairs():
+    def by_pairs(x):  # view the last axis as (d/2, 2): fine on any layout whose last axis has stride 1
+        length, width = x.shape[-2:]
+        angles = torch.arange(length, dtype=torch.float64)[:, None] * 10000.0 ** (
+            -torch.arange(0, width, 2, dtype=torch.float64) / width)  # (T, d/2)
+        pairs = x.view(*x.shape[:-1], width // 2, 2)
+        even, odd = pairs[..., 0], pairs[..., 1]
+        return torch.stack((even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()),
+                           dim=-1).flatten(-2)
+
+    def flattened_with_view(x):  # view(-1, d) needs the batch and T axes to be contiguous
+        length, width = x.shape[-2:]
+        rows = x.view(-1, width)  # (batch * T, d)
+        angles = torch.arange(length, dtype=torch.float64).repeat(rows.shape[0] // length)[:, None] * 10000.0 ** (
+            -torch.arange(0, width, 2, dtype=torch.float64) / width)  # (batch * T, d/2)
+        even, odd = rows[:, 0::2], rows[:, 1::2]
+        return torch.stack((even * angles.cos() - odd * angles.sin(), even * angles.sin() + odd * angles.cos()),
+                           dim=-1).flatten(-2).view(x.shape)
+
+    assert check.rope(by_pairs).ok
+    assert check.rope(lambda x: rope(x.double())).ok  # float64 output for float32 input: close enough
+    result = check.rope(flattened_with_view)
+    assert result.passed == 2, result.lines  # right on the contiguous batch
+    assert_rejected_with(result, "raised RuntimeError")
+
+
+def test_a_repeated_mistake_gets_one_hint():
+    for result in (check.positional_encoding_matrix(lambda n, d: encoding(n, d, swap=True)),
+                   check.shift_matrix(lambda k, d: shift(k, d, sign=-1.0)),
+                   check.rope(lambda x: rope(x, reverse=True))):
+        hints = [line for line in result.lines if line.startswith("  hint:")]
+        assert len(hints) == len(set(hints)) == len(result.diagnoses), result.lines

@@ -69,14 +69,15 @@ def positional_encoding_matrix(student_fn: Callable) -> CheckResult:
     ex = Exercise("positional_encoding_matrix")
     with ex.run():
         got = ex.call(student_fn, 4, 4)
-        ex.compare(
+        if not ex.compare(
             "the encoding of 'Show me the money' (4 positions, d_model = 4)",
             got,
             sinusoidal_encoding(4, 4),
             atol=1e-4,
             hint="even columns 2j hold sin(p / 10000**(2j/d_model)), odd columns 2j+1 the cos of the same angle",
             mistakes=_encoding_mistakes(4, 4),
-        )
+        ):
+            return ex.result  # the first failure stops: one hint, one diagnosis
         ex.compare("a bigger encoding (50 positions, d_model = 16)", ex.call(student_fn, 50, 16),
                    sinusoidal_encoding(50, 16), atol=1e-4, mistakes=_encoding_mistakes(50, 16))
     return ex.result
@@ -88,7 +89,7 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
     with ex.run():
         got = ex.call(student_fn, 3, 6)
         expected = shift_rotation(3, 6)
-        ex.compare(
+        if not ex.compare(
             "M_3 for d_model = 6",
             got,
             expected,
@@ -104,7 +105,8 @@ def shift_matrix(student_fn: Callable) -> CheckResult:
                 Hint("you multiplied k by 10000**(2j/d_model): the frequency is w_j = 10000**(-2j/d_model), "
                      "so divide", id="exponent-sign-flipped"): _rotation_with(3, 6, exponent_sign=1.0),
             },
-        )
+        ):
+            return ex.result  # the first failure stops: one hint, one diagnosis
         pe = sinusoidal_encoding(30, 8).double()
         moved = pe[:-5] @ torch.as_tensor(ex.call(student_fn, 5, 8), dtype=torch.float64)  # (25, 8)
         ex.compare("PE(pos) M_5 is PE(pos + 5) (d_model = 8, pos = 0 … 24)", moved, pe[5:], atol=1e-4)
@@ -132,7 +134,7 @@ def column_wavelength(student_fn: Callable) -> CheckResult:
     with ex.run():
         columns, d_model = [0, 1, 6, 13], 16
         got = [ex.call(student_fn, column, d_model) for column in columns]
-        ex.compare(
+        if not ex.compare(
             "wavelengths of columns 0, 1, 6 and 13 for d_model = 16, measured on sinusoidal_encoding",
             got,
             _measured_wavelengths(columns, d_model),
@@ -152,7 +154,8 @@ def column_wavelength(student_fn: Callable) -> CheckResult:
                 Hint("the angles are in radians, so a full turn is 2*pi, not 360", id="full-turn-360"):
                     _wavelength_formula(columns, d_model, lambda c: 2 * (c // 2), 360.0),
             },
-        )
+        ):
+            return ex.result  # the first failure stops: one hint, one diagnosis
         columns, d_model = [5, 40, 63], 64
         ex.compare(
             "wavelengths of columns 5, 40 and 63 for d_model = 64",
@@ -242,38 +245,46 @@ def _rope_overwriting(x: torch.Tensor) -> torch.Tensor:
 
 
 def rope(student_fn: Callable) -> CheckResult:
-    """Check a function x (batch, T, d) -> x with each pair (2j, 2j+1) at position p rotated by p * omega_j."""
+    """Check a function x (batch, T, d) -> x with each pair (2j, 2j+1) at position p rotated by p * omega_j, on a
+    float64 batch and on a float32 one stored transposed (not contiguous); the input must come back unchanged."""
     ex = Exercise("rope")
     with ex.run():
-        x = torch.randn(2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-        given = x.clone()
-        got = ex.call(student_fn, given)
-        ex.compare(
-            "RoPE of a batch (2, 5, 8), compared with the library's apply_rope",
-            got,
-            apply_rope(x),
-            atol=1e-6,
-            hint="even feature 2j becomes x_2j cos(p w_j) - x_2j+1 sin(p w_j), odd feature 2j+1 becomes "
-            "x_2j sin(p w_j) + x_2j+1 cos(p w_j), with w_j = 10000**(-2j/d) and p the position",
-            mistakes={
-                Hint("the odd features were computed from the already-rotated even ones: read x[..., 0::2] and "
-                     "x[..., 1::2] before writing anything, and write into a new tensor", id="overwrote-even-features"):
-                    _rope_overwriting(x),
-                Hint("your angles are in degrees: p * w_j is already in radians", id="angles-in-degrees"):
-                    _rope_variant(x, math.pi / 180),
-                Hint("your frequencies run in reverse: pair j turns by w_j = 10000**(-2j/d), so the first pair "
-                     "turns fastest", id="frequencies-reversed"): _rope_variant(x, reverse=True),
-                Hint("you paired feature j with j + d/2 (the 'rotate half' layout of some libraries); here a pair is "
-                     "two adjacent features (2j, 2j+1), as in apply_rope", id="rotate-half-pairing"):
-                    _rope_variant(x, split_half=True),
-                Hint("you rotate the wrong way: the even feature gets - x_2j+1 sin(p w_j), the odd one "
-                     "+ x_2j sin(p w_j)", id="rotation-wrong-way"): _rope_variant(x, sign=-1.0),
-            },
-        )
-        ex.require("your function leaves its input unchanged", torch.equal(given, x),
-                   problem="it changed the tensor it was given",
-                   hint=Hint("write the rotated features into a new tensor (torch.empty_like(x)): x is the caller's "
-                             "data", id="modified-input"))
+        # the second input: float32 queries of another size, stored (T, batch, d) and transposed, as heads are
+        stored = torch.randn(7, 3, 6, generator=torch.Generator().manual_seed(7)).transpose(0, 1)  # (3, 7, 6)
+        cases = (("RoPE of a batch (2, 5, 8), compared with the library's apply_rope",
+                  torch.randn(2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5))),
+                 ("RoPE of float32 (3, 7, 6), stored transposed (not contiguous), compared with apply_rope", stored))
+        for what, x in cases:  # the first failure stops: one hint, one diagnosis
+            given = x.clone()  # keeps the layout
+            got = ex.call(student_fn, given)
+            ex.compare(
+                what,
+                got,
+                apply_rope(x),
+                atol=1e-6,
+                hint="even feature 2j becomes x_2j cos(p w_j) - x_2j+1 sin(p w_j), odd feature 2j+1 becomes "
+                "x_2j sin(p w_j) + x_2j+1 cos(p w_j), with w_j = 10000**(-2j/d) and p the position",
+                mistakes={
+                    Hint("the odd features were computed from the already-rotated even ones: read x[..., 0::2] and "
+                         "x[..., 1::2] before writing anything, and write into a new tensor",
+                         id="overwrote-even-features"): _rope_overwriting(x),
+                    Hint("your angles are in degrees: p * w_j is already in radians", id="angles-in-degrees"):
+                        _rope_variant(x, math.pi / 180),
+                    Hint("your frequencies run in reverse: pair j turns by w_j = 10000**(-2j/d), so the first pair "
+                         "turns fastest", id="frequencies-reversed"): _rope_variant(x, reverse=True),
+                    Hint("you paired feature j with j + d/2 (the 'rotate half' layout of some libraries); here a pair "
+                         "is two adjacent features (2j, 2j+1), as in apply_rope", id="rotate-half-pairing"):
+                        _rope_variant(x, split_half=True),
+                    Hint("you rotate the wrong way: the even feature gets - x_2j+1 sin(p w_j), the odd one "
+                         "+ x_2j sin(p w_j)", id="rotation-wrong-way"): _rope_variant(x, sign=-1.0),
+                },
+            )
+            ex.require("your function leaves its input unchanged", torch.equal(given, x),
+                       problem="it changed the tensor it was given",
+                       hint=Hint("write the rotated features into a new tensor (torch.empty_like(x)): x is the "
+                                 "caller's data", id="modified-input"))
+            if not ex.result.ok:
+                break
         if isinstance(got, torch.Tensor) and got.shape == x.shape:  # the relative property, on the same rule
             generator = torch.Generator().manual_seed(6)
             q, k = (torch.randn(8, dtype=torch.float64, generator=generator).repeat(1, 6, 1) for _ in range(2))
