@@ -168,3 +168,59 @@ def test_masked_softmax_accepts_the_fix_and_names_the_bug_nan_fills_and_polarity
     assert_diagnosed(check.masked_softmax(zero_fill), "masked-with-zero")
     assert_rejected_with(check.masked_softmax(inverted), "polarity is inverted")
     assert_diagnosed(check.masked_softmax(inverted), "inverted-polarity")
+
+
+def test_padding_masks_take_the_pad_id_argument_and_left_padding():
+    assert_diagnosed(check.key_padding_mask(lambda tokens, pad_id: (tokens != 0)[:, None, None, :]), "pad-id-hardcoded")
+    assert_diagnosed(check.key_padding_mask(lambda tokens, pad_id: (tokens > 0)[:, None, None, :]), "pad-id-hardcoded")
+    assert check.key_padding_mask(lambda tokens, pad_id: (tokens != pad_id).unsqueeze(1).unsqueeze(2)).ok
+    assert check.key_padding_mask(lambda tokens, pad_id: (tokens != pad_id).view(len(tokens), 1, 1, -1)).ok
+
+    def from_lengths(tokens, pad_id):  # right only when every sentence is padded on the right
+        size = tokens.shape[1]
+        real = torch.arange(size) < (tokens != pad_id).sum(dim=1, keepdim=True)  # (batch, T)
+        return torch.ones(size, size, dtype=torch.bool).tril() & real[:, None, None, :]
+
+    assert_diagnosed(check.decoder_mask(from_lengths), "padding-assumed-on-the-right")
+
+
+def _masked(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def test_masked_softmax_meets_minus_inf_and_huge_scores_at_padded_keys():
+    def renormalised(scores, mask):  # "divide by what is left": the huge padded score takes every weight first
+        weights = torch.softmax(scores, dim=-1) * mask
+        return torch.nan_to_num(weights / weights.sum(dim=-1, keepdim=True))
+
+    def multiplied(scores, mask):  # -inf × 0 = NaN at the padded keys
+        return torch.nan_to_num(torch.softmax(scores * mask - 1e9 * ~mask, dim=-1) * mask)
+
+    def max_of_every_key(scores, mask):  # the maximum of the whole row includes the padded 1000
+        exps = (scores - scores.amax(dim=-1, keepdim=True)).masked_fill(~mask, float("-inf")).exp()
+        total = exps.sum(dim=-1, keepdim=True)
+        return torch.where(total > 0, exps / total, torch.zeros_like(exps))
+
+    def filled_in_place(scores, mask):  # the right weights, but the caller's scores are overwritten
+        return torch.nan_to_num(torch.softmax(scores.masked_fill_(~mask, float("-inf")), dim=-1))
+
+    for wrong in (renormalised, multiplied, max_of_every_key):
+        result = check.masked_softmax(wrong)
+        assert result.passed == 2, result.lines  # right on the first two cases
+        assert_diagnosed(result, "padded-scores-before-mask")
+    assert_diagnosed(check.masked_softmax(filled_in_place), "modified-input")
+    assert check.masked_softmax(lambda scores, mask: torch.nan_to_num(_masked(scores, mask))).ok
+    assert check.masked_softmax(lambda scores, mask: _masked(scores, mask).masked_fill(~mask, 0.0)).ok
+    assert check.masked_softmax(lambda scores, mask: torch.where(mask.any(dim=-1, keepdim=True),
+                                                                 _masked(scores, mask), 0.0)).ok
+    assert check.masked_softmax(lambda scores, mask: torch.softmax(scores.masked_fill(~mask, -1e4), dim=-1)
+                                * mask.any(dim=-1, keepdim=True)).ok
+    assert check.masked_softmax(lambda scores, mask: torch.nan_to_num(_masked(scores.float(), mask))).ok
+
+
+def test_a_repeated_mistake_gets_one_hint():
+    for result in (check.look_ahead_mask(lambda size: torch.ones(size, size, dtype=torch.bool).triu()),
+                   check.surviving_weights(lambda lengths, size: [n * (n + 1) // 2 for n in lengths]),
+                   check.masked_softmax(lambda scores, mask: _masked(scores, ~mask).nan_to_num())):
+        hints = [line for line in result.lines if line.startswith("  hint:")]
+        assert len(hints) == len(result.diagnoses) == 1, result.lines
