@@ -136,3 +136,48 @@ def test_parameter_count_accepts_the_prediction_and_names_each_wrong_count():
     result = check.parameter_count(gpt3_without_biases)  # 49152 short of 604 million: counts are compared exactly
     assert result.passed == 3
     assert_diagnosed(check.parameter_count(gpt3_without_biases), "biases-forgotten")
+
+
+def _filled(fill=float("-inf"), invert=False):
+    """multi_head_attention whose blocked scores are filled with ``fill``, or whose mask is read inverted."""
+    def attend(queries_from, keys_values_from, mha, mask):
+        q = split(mha.q_proj(queries_from), mha.num_heads)
+        k = split(mha.k_proj(keys_values_from), mha.num_heads)
+        v = split(mha.v_proj(keys_values_from), mha.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        weights = torch.softmax(scores.masked_fill(mask if invert else ~mask, fill), dim=-1)
+        return mha.out_proj(merge(weights @ v))
+    return attend
+
+
+def test_forward_names_a_zero_fill_and_an_inverted_mask_and_takes_other_correct_forms():
+    assert_diagnosed(check.multi_head_forward(_filled(fill=0.0)), "masked-with-zero")
+    assert_diagnosed(check.multi_head_forward(_filled(invert=True)), "inverted-polarity")  # NaN on the last query
+
+    def multiplied(queries_from, keys_values_from, mha, mask):  # blocked scores become 0: the same mistake
+        q = split(mha.q_proj(queries_from), mha.num_heads)
+        k, v = split(mha.k_proj(keys_values_from), mha.num_heads), split(mha.v_proj(keys_values_from), mha.num_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) * mask
+        return mha.out_proj(merge(torch.softmax(scores, dim=-1) @ v))
+
+    def first_sentence_mask(queries_from, keys_values_from, mha, mask):  # as if the batch had one sentence
+        return _filled()(queries_from, keys_values_from, mha, mask[:1] if mask.dim() == 4 else mask)
+
+    def torch_kernel(queries_from, keys_values_from, mha, mask):
+        q = split(mha.q_proj(queries_from), mha.num_heads)
+        k, v = split(mha.k_proj(keys_values_from), mha.num_heads), split(mha.v_proj(keys_values_from), mha.num_heads)
+        return mha.out_proj(merge(torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
+
+    assert_diagnosed(check.multi_head_forward(multiplied), "masked-with-zero")
+    result = check.multi_head_forward(first_sentence_mask)
+    assert not result.ok and "mask-ignored" not in {d["mistake"] for d in result.diagnoses}  # both are padded
+    assert check.multi_head_forward(_filled(fill=-1e9)).ok  # no row is fully blocked here
+    assert check.multi_head_forward(torch_kernel).ok
+
+
+def test_a_repeated_mistake_gets_one_hint():
+    for result in (check.multi_head_forward(_filled(fill=0.0)),
+                   check.split_into_heads(lambda x, num_heads: x.reshape(x.shape[0], num_heads, x.shape[1], -1)),
+                   check.head_offsets(lambda weights: [-o for o in offsets(weights)])):
+        hints = [line for line in result.lines if line.startswith("  hint:")]
+        assert len(hints) == len(result.diagnoses) == 1, result.lines

@@ -23,7 +23,7 @@ def split_into_heads(student_fn: Callable) -> CheckResult:
     ex = Exercise("split_into_heads")
     with ex.run():
         x = _input(2, 5, 12)  # batch 2, T 5, 3 heads of 4: every bug below gives other numbers
-        ex.compare(
+        if not ex.compare(
             "12 features split into 3 heads of 4 (batch 2, 5 tokens)",
             ex.call(student_fn, x, 3),
             split_heads(x, 3),
@@ -39,7 +39,8 @@ def split_into_heads(student_fn: Callable) -> CheckResult:
                     x.view(2, 5, 4, 3).permute(0, 3, 1, 2)
                 ),
             },
-        )
+        ):
+            return ex.result  # the first failure stops: one hint, one diagnosis
         y = _input(3, 2, 8, seed=4)
         ex.compare("8 features split into 4 heads of 2 (batch 3, 2 tokens)", ex.call(student_fn, y, 4),
                    split_heads(y, 4), hint="read batch, T and d_model from x.shape; d_head = d_model // num_heads")
@@ -52,7 +53,7 @@ def merge_from_heads(student_fn: Callable) -> CheckResult:
     with ex.run():
         heads = split_heads(_input(2, 5, 12, seed=1), 3)  # (2, 3, 5, 4)
         got = ex.call(student_fn, heads)
-        ex.compare(
+        if not ex.compare(
             "3 heads of 4 merged back into 12 features",
             got,
             merge_heads(heads),
@@ -68,18 +69,25 @@ def merge_from_heads(student_fn: Callable) -> CheckResult:
                 Hint("the heads' outputs are concatenated, not averaged: each head keeps its own d_head features, "
                      "so the result has heads * d_head of them", id="heads-averaged"): heads.mean(dim=1),
             },
-        )
+        ):
+            return ex.result  # the first failure stops: one hint, one diagnosis
         x = _input(1, 3, 8, seed=2)
         ex.compare("merging undoes splitting (8 features, 2 heads)", ex.call(student_fn, split_heads(x, 2)), x)
     return ex.result
 
 
 def _variant(mha: MultiHeadAttention, queries_from: torch.Tensor, keys_values_from: torch.Tensor,
-             mask: torch.Tensor, scale: float, project_out: bool = True) -> torch.Tensor:
-    """Multi-head attention from the core's pieces with another scale, or without W^O: typical wrong answers."""
+             mask: torch.Tensor, scale: float, project_out: bool = True, zero_fill: bool = False,
+             inverted: bool = False) -> torch.Tensor:
+    """Multi-head attention from the core's pieces with another scale, without W^O, with blocked scores set to 0
+    (``zero_fill``) or with the mask's polarity inverted (``inverted``): typical wrong answers."""
     q = split_heads(mha.q_proj(queries_from), mha.num_heads)  # (batch, heads, T_q, d_head)
     k = split_heads(mha.k_proj(keys_values_from), mha.num_heads)  # (batch, heads, T_k, d_head)
     v = split_heads(mha.v_proj(keys_values_from), mha.num_heads)  # (batch, heads, T_k, d_head)
+    if zero_fill or inverted:  # blocked scores become 0, an ordinary score; or the allowed ones -inf
+        scores = q @ k.transpose(-2, -1) * scale  # (batch, heads, T_q, T_k)
+        filled = scores.masked_fill(mask, float("-inf")) if inverted else scores.masked_fill(~mask, 0.0)
+        return mha.out_proj(merge_heads(torch.softmax(filled, dim=-1) @ v))  # NaN where a row has no key left
     attended, _ = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)  # (batch, heads, T_q, d_head)
     merged = merge_heads(attended)  # (batch, T_q, d_model)
     return mha.out_proj(merged) if project_out else merged
@@ -95,17 +103,17 @@ def multi_head_forward(student_fn: Callable) -> CheckResult:
         one_head.load_state_dict(mha.state_dict())
         x = _input(2, 4, 8, seed=3)
         decoder, encoder = _input(2, 3, 8, seed=5), _input(2, 5, 8, seed=6)
-        source = torch.tensor([[4, 7, 1, 9, 3], [5, 2, 0, 0, 0]])  # lengths 5 and 2, pad id 0
+        source = torch.tensor([[4, 7, 1, 9, 0], [5, 2, 0, 0, 0]])  # lengths 4 and 2, pad id 0: both padded
         cases = (
             ("self-attention with 2 heads and a causal mask (batch 2, 4 tokens, d_model 8)", x, x, causal_mask(4)),
-            ("cross-attention: 3 decoder queries, 5 encoder keys, source lengths 5 and 2 (padding mask)",
+            ("cross-attention: 3 decoder queries, 5 encoder keys, source lengths 4 and 2 (padding mask)",
              decoder, encoder, padding_mask(source, 0)),
         )
         with torch.no_grad():
             for what, queries_from, keys_values_from, mask in cases:
                 expected, _ = mha(queries_from, keys_values_from, keys_values_from, mask=mask)
                 got = ex.call(student_fn, queries_from, keys_values_from, mha, mask)
-                ex.compare(
+                if not ex.compare(
                     what,
                     got,
                     expected,
@@ -127,8 +135,20 @@ def multi_head_forward(student_fn: Callable) -> CheckResult:
                             _variant(mha, queries_from, keys_values_from, mask, scale=1 / math.sqrt(4),
                                      project_out=False)
                         ),
+                        Hint("blocked keys still get weight: a score of 0 (filling with 0, or multiplying by the "
+                             "mask) is an ordinary score; fill the blocked scores with -inf before the softmax",
+                             id="masked-with-zero"): _variant(mha, queries_from, keys_values_from, mask,
+                                                              scale=1 / math.sqrt(4), zero_fill=True),
+                        Hint("the mask polarity is inverted: True means the key is allowed, so block where it is "
+                             "False (masked_fill(~mask, -inf))", id="inverted-polarity"): mha(
+                            queries_from, keys_values_from, keys_values_from, mask=~mask)[0],
+                        Hint("the mask polarity is inverted: True means the key is allowed, so block where it is "
+                             "False (masked_fill(~mask, -inf)); the NaN comes from a query left with no key",
+                             id="inverted-polarity"): _variant(mha, queries_from, keys_values_from, mask,
+                                                               scale=1 / math.sqrt(4), inverted=True),
                     },
-                )
+                ):
+                    break  # the first failure stops: one hint, one diagnosis
     return ex.result
 
 
@@ -160,7 +180,7 @@ def head_offsets(student_fn: Callable) -> CheckResult:
             weights = _offset_heads(offsets, length, seed)
             queries = torch.arange(length)
             per_query = weights.argmax(dim=-1) - queries  # (heads, T): key - query of each row's largest weight
-            ex.compare(
+            if not ex.compare(
                 f"{len(offsets)} heads over {length} tokens",
                 ex.call(student_fn, weights),
                 list(offsets),
@@ -177,7 +197,8 @@ def head_offsets(student_fn: Callable) -> CheckResult:
                     Hint("you looked at the first query only: it may have nothing to find; use every row",
                          id="first-query-only"): per_query[:, 0],
                 },
-            )
+            ):
+                break  # the first failure stops: one hint, one diagnosis
     return ex.result
 
 
@@ -202,7 +223,7 @@ def parameter_count(student_fn: Callable) -> CheckResult:
                 Hint("do not forget the output projection W^O: four projections, not three",
                      id="output-projection-missing"): expected * 3 // 4,
             }
-            ex.compare(
+            if not ex.compare(
                 f"d_model = {d_model}, {heads} head{'s' if heads > 1 else ''}, bias={bias}",
                 ex.call(student_fn, d_model, heads, bias),
                 expected,
@@ -213,5 +234,6 @@ def parameter_count(student_fn: Callable) -> CheckResult:
                 mistakes={hint: wrong for hint, wrong in mistakes.items() if wrong != expected},
                 atol=0,
                 rtol=0,  # a count is exact: GPT-3's 49152 biases are 8e-5 of its count, inside the default rtol
-            )
+            ):
+                break  # the first failure stops: one hint, one diagnosis
     return ex.result
