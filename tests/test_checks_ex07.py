@@ -170,3 +170,29 @@ def test_each_named_mistake_is_diagnosed_as_itself():
                      "padding-visible")
     assert_diagnosed(check.predict_influence(_influence(TARGET, torch.ones(5, 6, dtype=torch.bool).tril() & SOURCE)),
                      "cross-attention-made-causal")
+
+
+def _normalised(x, weight, bias, eps=1e-5, eps_inside=True):
+    centred = x - x.mean(dim=-1, keepdim=True)
+    variance = x.var(dim=-1, unbiased=False, keepdim=True)
+    return centred / (torch.sqrt(variance + eps) if eps_inside else variance.sqrt() + eps) * weight + bias
+
+
+def test_layer_norm_uses_the_eps_argument_inside_the_root_on_any_layout():
+    assert_diagnosed(check.layer_norm(lambda x, weight, bias, eps=1e-5: _normalised(x, weight, bias)),
+                     "eps-argument-ignored")
+    assert_diagnosed(check.layer_norm(lambda x, weight, bias, eps=1e-5: _normalised(x, weight, bias, eps, False)),
+                     "eps-outside-sqrt")
+
+    def rows_by_view(x, weight, bias, eps=1e-5):  # view(-1, d) needs the batch and T axes to be contiguous
+        return _normalised(x.view(-1, x.shape[-1]), weight, bias, eps).view(x.shape)
+
+    result = check.layer_norm(rows_by_view)
+    assert result.passed == 2 and not result.ok  # right on the contiguous inputs
+    assert_rejected_with(result, "raised RuntimeError")
+    assert check.layer_norm(lambda x, weight, bias, eps=1e-5: torch.nn.functional.layer_norm(
+        x, x.shape[-1:], weight, bias, eps)).ok
+    assert check.layer_norm(lambda x, weight, bias, eps=1e-5: _normalised(x.reshape(-1, x.shape[-1]), weight, bias,
+                                                                          eps).reshape(x.shape)).ok
+    assert check.layer_norm(lambda x, weight, bias, eps=1e-5: _normalised(x.float(), weight.float(), bias.float(),
+                                                                          eps)).ok

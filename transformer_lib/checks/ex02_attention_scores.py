@@ -176,8 +176,7 @@ def fixed_softmax(student_fn: Callable[[torch.Tensor], torch.Tensor]) -> CheckRe
         wide = (torch.linspace(-2.0, 3.0, 24, dtype=torch.float64).reshape(2, 4, 3) ** 2).transpose(-2, -1)
         ex.compare("weights of (batch=2, T_q=3, T_k=4) scores, stored transposed (not contiguous)",
                    _unchanged(ex, student_fn, wide), softmax(wide),
-                   hint="the weights keep the scores' shape (batch, T_q, T_k); each row over T_k sums to 1; "
-                        "reshape works on any layout, view only on contiguous tensors")
+                   hint="the weights keep the scores' shape (batch, T_q, T_k); each row over T_k sums to 1")
     return ex.result
 
 

@@ -34,8 +34,8 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x, weight, bias
 
 
-def _reference_norm(weight: torch.Tensor, bias: torch.Tensor) -> LayerNorm:
-    norm = LayerNorm(weight.shape[0]).double()
+def _reference_norm(weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> LayerNorm:
+    norm = LayerNorm(weight.shape[0], eps=eps).double()
     norm.load_state_dict({"weight": weight, "bias": bias})
     return norm
 
@@ -98,10 +98,30 @@ def layer_norm(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
                                        "variance, dividing by d_model, as nn.LayerNorm does",
                                   code="x.var(dim=-1, unbiased=False, keepdim=True)", id="unbiased-variance"):
                              unbiased})
+        if not ex.result.ok:
+            return ex.result  # the first failure stops: one hint, one diagnosis
         constant = torch.full((1, 2, 4), 3.0, dtype=torch.float64)
-        ex.compare("a constant vector (variance 0) gives the bias, not NaN",
-                   ex.call(student_fn, constant, weight, bias, 1e-5), bias.expand(1, 2, 4),
-                   hint="add eps to the variance before the square root")
+        if not ex.compare("a constant vector (variance 0) gives the bias, not NaN",
+                          ex.call(student_fn, constant, weight, bias, 1e-5), bias.expand(1, 2, 4),
+                          hint="add eps to the variance before the square root"):
+            return ex.result
+        # eps = 0.1 on small features: the eps argument counts, and where it goes shows; the rows are stored
+        # transposed (not contiguous), d_model = 6
+        small = (torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64) * 0.3
+                 ).transpose(1, 2)  # (batch 2, T 3, d_model 6)
+        weight6, bias6 = torch.linspace(0.5, 2.0, 6, dtype=torch.float64), torch.linspace(-0.3, 0.3, 6,
+                                                                                           dtype=torch.float64)
+        centred = small - small.mean(-1, keepdim=True)
+        variance = small.var(-1, unbiased=False, keepdim=True)
+        ex.compare("eps = 0.1 on small features (2, 3, 6), stored transposed (not contiguous)",
+                   ex.call(student_fn, small, weight6, bias6, 0.1), _reference_norm(weight6, bias6, 0.1)(small),
+                   hint="use the eps argument, added to the variance inside the square root",
+                   mistakes={Hint("you ignored the eps argument (a fixed 1e-5 instead): use the eps you are given",
+                                  id="eps-argument-ignored"): _reference_norm(weight6, bias6)(small),
+                             Hint(idea="eps goes inside the square root, added to the variance: sqrt(variance + eps), "
+                                       "not sqrt(variance) + eps",
+                                  code="(x - mean) / torch.sqrt(variance + eps) * weight + bias",
+                                  id="eps-outside-sqrt"): centred / (variance.sqrt() + 0.1) * weight6 + bias6})
     return ex.result
 
 
