@@ -218,3 +218,13 @@ def test_each_named_mistake_is_diagnosed_as_itself():
     assert_diagnosed(check.output_logits(lambda x, w, b: torch.softmax(solution(x, w, b), dim=-1)), "softmax-applied")
     assert_diagnosed(check.output_logits(lambda x, w, b: torch.log_softmax(solution(x, w, b), dim=-1)),
                      "log-softmax-applied")
+
+
+def test_parameter_count_uses_every_argument_and_names_a_mistake_once():
+    count = parameter_count_solution
+    assert_diagnosed(check.parameter_count(lambda v, d, d_ff, n: count(v, d, 4 * d, n)), "d-ff-argument-ignored")
+    assert not check.parameter_count(lambda v, d, d_ff, n: count(v, d, d_ff, 1)).ok
+    twice = check.parameter_count(lambda v, d, d_ff, n: count(v, d, d_ff, n) + v * d)
+    assert [line for line in twice.lines if line.startswith("  hint:")] == [
+        "  hint: you counted the output projection separately: the paper ties it to the embedding matrix"]
+    assert len(twice.diagnoses) == 1

@@ -15,6 +15,7 @@ from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 
 CONFIGURATIONS = [  # (vocab_size, d_model, d_ff, num_layers)
     (100, 16, 64, 1),
+    (50, 8, 20, 3),  # d_ff is not 4 d_model here
     (37000, 512, 2048, 6),
     (37000, 1024, 4096, 6),
 ]
@@ -49,20 +50,24 @@ def parameter_count(student_fn: Callable[[int, int, int, int], int]) -> CheckRes
         for vocab_size, d_model, d_ff, num_layers in CONFIGURATIONS:
             args = (vocab_size, d_model, d_ff, num_layers)
             expected = _counted(*args)
-            ex.compare(f"vocab {vocab_size}, d_model {d_model}, d_ff {d_ff}, {num_layers}+{num_layers} layers",
-                       ex.call(student_fn, *args), expected, atol=0, rtol=0,
-                       hint="per encoder layer: 4 attention projections, 2 FFN linears, 2 LayerNorms (weights and "
-                            "biases); a decoder layer has 8 projections and 3 norms; one shared embedding",
-                       mistakes={Hint("you counted the output projection separately: the paper ties it to the "
-                                      "embedding matrix", id="tied-output-counted-twice"):
-                                 expected + vocab_size * d_model,
-                                 Hint("you left out the biases and LayerNorm parameters", id="biases-left-out"):
-                                 _without_biases(*args),
-                                 Hint("you left out the LayerNorm parameters: each norm has a weight and a bias of "
-                                      "d_model entries", id="layer-norms-left-out"): _without_norms(*args),
-                                 Hint("a decoder layer has two attention blocks: its cross-attention has four "
-                                      "projections of its own", id="cross-attention-not-counted"):
-                                 _without_cross_attention(*args)})
+            mistakes = {Hint("you counted the output projection separately: the paper ties it to the embedding matrix",
+                             id="tied-output-counted-twice"): expected + vocab_size * d_model,
+                        Hint("you left out the biases and LayerNorm parameters", id="biases-left-out"):
+                        _without_biases(*args),
+                        Hint("you left out the LayerNorm parameters: each norm has a weight and a bias of d_model "
+                             "entries", id="layer-norms-left-out"): _without_norms(*args),
+                        Hint("a decoder layer has two attention blocks: its cross-attention has four projections of "
+                             "its own", id="cross-attention-not-counted"): _without_cross_attention(*args)}
+            if d_ff != 4 * d_model:
+                mistakes[Hint("you took d_ff = 4 d_model: use the d_ff argument, which is not always four times "
+                              "d_model", id="d-ff-argument-ignored")] = _counted(vocab_size, d_model, 4 * d_model,
+                                                                                 num_layers)
+            if not ex.compare(f"vocab {vocab_size}, d_model {d_model}, d_ff {d_ff}, {num_layers}+{num_layers} layers",
+                              ex.call(student_fn, *args), expected, atol=0, rtol=0,
+                              hint="per encoder layer: 4 attention projections, 2 FFN linears, 2 LayerNorms (weights "
+                                   "and biases); a decoder layer has 8 projections and 3 norms; one shared embedding",
+                              mistakes=mistakes):
+                break  # the first failure stops: one hint, one diagnosis
     return ex.result
 
 
@@ -207,12 +212,14 @@ def encoder_decoder_model(student_cls: Callable[[TransformerConfig], nn.Module])
                 mistakes = {hint: _walk_through(reference, src, tgt, src_mask, **flags)
                             for hint, flags in ASSEMBLY_MISTAKES.items()}
                 got = ex.call(model, src, tgt, src_mask, description="your model's forward(src, tgt, src_mask)")
-            ex.compare(f"{label}: logits equal Transformer's, batch 2, S=5 (two <pad>), T=4, {config.tgt_vocab_size} "
-                       "target tokens", got, expected,
-                       hint="encode (scaled embeddings + positions, the encoder layers with the source mask, final "
-                            "norm), then decode (the same for the target, the decoder layers with the causal mask, "
-                            "the memory and the source mask, final norm) and project every position",
-                       mistakes=mistakes)
+            if not ex.compare(f"{label}: logits equal Transformer's, batch 2, S=5 (two <pad>), T=4, "
+                              f"{config.tgt_vocab_size} target tokens", got, expected,
+                              hint="encode (scaled embeddings + positions, the encoder layers with the source mask, "
+                                   "final norm), then decode (the same for the target, the decoder layers with the "
+                                   "causal mask, the memory and the source mask, final norm) and project every "
+                                   "position",
+                              mistakes=mistakes):
+                break  # the first failure stops: one hint, one diagnosis
     return ex.result
 
 
