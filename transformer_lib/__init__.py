@@ -10,10 +10,10 @@ Modules, in the order the lessons introduce them: device and device_check (00), 
 retrieval (03), positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data,
 training, optim, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training
 loop and losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub
-and llama (12), induction and interpret (13), speculative, quantization and distributed (14; distributed is imported
-from its module, not re-exported here), sft and lora (15), preferences, dpo and rl (16). Beside the lessons, speed is
-the course's yardstick: how fast this machine trains the GPT benchmark's model, to state times at the reference
-speed.
+and llama (12), compare (a learner's model against a reference: lessons 07-08 and 12), induction and interpret (13),
+speculative, quantization and distributed (14; distributed is imported from its module, not re-exported here), sft
+and lora (15), preferences, dpo and rl (16). Beside the lessons, speed is the course's yardstick: how fast this
+machine trains the GPT benchmark's model, to state times at the reference speed.
 """
 
 from .attention import (
@@ -42,6 +42,16 @@ from .checkpoints import (
     save_training_checkpoint,
 )
 from .chunked_attention import chunked_attention, online_softmax_update
+from .compare import (
+    MISTAKES,
+    Comparison,
+    Diagnosis,
+    auto_mapping,
+    compare_models,
+    gpt2_mapping,
+    llama_mapping,
+    same_name_mapping,
+)
 from .data import (
     CharTokenizer,
     TranslationTask,
@@ -415,6 +425,15 @@ __all__ = [
     "pretokenize",
     "rms_norm",
     "train_bpe",
+    # lessons 07-08 and 12: where a model differs from its reference, and the likely mistake
+    "MISTAKES",
+    "Comparison",
+    "Diagnosis",
+    "auto_mapping",
+    "compare_models",
+    "gpt2_mapping",
+    "llama_mapping",
+    "same_name_mapping",
     # lesson 13: inside a trained Transformer (induction heads, hooks, ablation, patching, the logit lens)
     "InductionHistory",
     "InductionRecipe",
