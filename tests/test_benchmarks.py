@@ -73,6 +73,12 @@ def test_speculative_decoding_reports_speedup_and_identical_tokens():
     assert float(values["speedup"]) > 0 and int(values["best_k"]) in {1, 2, 4}
 
 
+def test_compare_models_finds_no_difference_then_the_planted_one():
+    values = last_line_values("compare_models.py")
+    assert values["differs"] == "false" and values["found"] == "true" and values["named"] == "true"
+    assert float(values["seconds"]) > 0 and float(values["planted_seconds"]) > 0 and int(values["rows"]) > 50
+
+
 @pytest.mark.trained
 def test_int8_weights_report_memory_and_loss():
     """The script trains with its own fixed seed (it takes no --seed): the bound is recorded without one."""

@@ -148,18 +148,6 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return TOLERANCES.get(dtype, (0.0, 0.0))
 
 
-def errors(got: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
-    """(max abs error, max abs error / max |expected|) over the entries finite in both; inf if NaNs disagree."""
-    got, expected = got.double(), expected.double()
-    if not torch.equal(got.isnan(), expected.isnan()):
-        return math.inf, math.inf
-    finite = got.isfinite() & expected.isfinite()
-    if not finite.any():
-        return 0.0, 0.0
-    diff = (got - expected)[finite].abs().max().item()
-    return diff, diff / max(expected[finite].abs().max().item(), 1e-300)
-
-
 def aligned(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
     """``got`` in ``expected``'s shape when they differ by leading 1s only (positions (T, d) against (1, T, d))."""
     def strip(shape: torch.Size) -> torch.Size:
@@ -167,6 +155,22 @@ def aligned(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
 
     same = got.shape != expected.shape and strip(got.shape) == strip(expected.shape)
     return got.reshape(expected.shape) if same else got
+
+
+def _measure(got: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
+    """(max |got - expected|, max |expected|) over the entries finite in both; (inf, ·) if their NaNs differ."""
+    got_nan, expected_nan = got.isnan(), expected.isnan()
+    if not torch.equal(got_nan, expected_nan):
+        return math.inf, 1.0
+    diff = (got - expected).abs().nan_to_num_(0.0, 0.0, 0.0)  # inf - inf is NaN: left out, as NaNs are
+    scale = expected.abs().nan_to_num_(0.0, 0.0, 0.0)
+    return (diff.max().item(), scale.max().item()) if diff.numel() else (0.0, 0.0)
+
+
+def errors(got: torch.Tensor, expected: torch.Tensor) -> tuple[float, float]:
+    """(max abs error, max abs error / max |expected|) over the entries finite in both; inf if NaNs disagree."""
+    diff, scale = _measure(got, expected)
+    return diff, diff / max(scale, 1e-300)
 
 
 def agree(got: torch.Tensor | None, expected: torch.Tensor | None, ignore_nan: bool = False) -> bool:
@@ -183,8 +187,7 @@ def agree(got: torch.Tensor | None, expected: torch.Tensor | None, ignore_nan: b
         keep = ~expected.isnan()
         got, expected = got[keep], expected[keep]
     rtol, atol = tolerance(got.dtype)
-    diff, _ = errors(got, expected)
-    scale = expected.double().nan_to_num(0.0, 0.0, 0.0).abs().max().item() if expected.numel() else 0.0
+    diff, scale = _measure(got, expected.to(got.dtype))
     return diff <= atol + rtol * scale
 
 
