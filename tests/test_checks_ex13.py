@@ -1,5 +1,8 @@
 """The lesson 13 checks accept the solutions, spot stubs, and name typical mistakes."""
 
+import itertools
+import math
+
 import torch
 
 from check_helpers import assert_diagnosed, assert_rejected_with, stub
@@ -21,67 +24,63 @@ def duplicate(weights, tokens, shift=0, self_included=False, all_queries=False):
     return total / (queries.numel() if all_queries else queries.sum())
 
 
-def chance(tokens, keys_seen=1, one_occurrence=False, all_queries=False):
-    """The uniform head's induction score counted: query i puts 1 / (i + keys_seen) on each of its targets."""
-    total, counted = 0.0, 0
-    for i in range(len(tokens)):
-        occurrences = sum(1 for j in range(i) if tokens[j] == tokens[i])
-        if occurrences:
-            total += (1 if one_occurrence else occurrences) / (i + keys_seen)
-            counted += 1
-    return total / (len(tokens) if all_queries else counted)
+def chance(half, vocab_size, bug=None):
+    """The chance level in closed form: expected weight on targets over expected queries with an earlier occurrence,
+    each summed over the positions; ``bug`` makes the classic mistakes."""
+    v, shift = vocab_size, 0 if bug == "no self" else 1  # query i sees i + shift keys
+    # first half: query m has m earlier positions, each holding its token with probability 1 / V
+    weights = [m / v / (m + shift) if m else 0.0 for m in range(half)]
+    queries = [1 - (1 - 1 / v) ** m for m in range(half)]
+    repeated = [(1 + (half - 1 + (0 if bug == "copies" else m)) / v) / (half + m + shift) for m in range(half)]
+    if bug == "distinct":
+        return sum(1 / (half + m + 1) for m in range(half)) / half
+    if bug == "second half only":
+        return sum(repeated) / half
+    if bug == "all queries":
+        return (sum(weights) + sum(repeated)) / (2 * half)
+    return (sum(weights) + sum(repeated)) / (sum(queries) + half)
 
 
-@torch.no_grad()
-def patch(model, tokens, depth, position, replacement, offset=0, everywhere=False, returned=True, remove=True,
-          blocks_only=False):
-    """The patch written out; the keyword arguments make the classic mistakes (``blocks_only``: ``model.blocks[depth
-    - 1]`` for every depth, so depth 0 hooks the last block)."""
-    modules = [model.blocks[-1], *model.blocks] if blocks_only else [model.dropout, *model.blocks]
-
-    def overwrite(module, args, output):
-        output = output.clone()
-        if everywhere:
-            output[:] = replacement[:, None]
-        else:
-            output[:, position] = replacement
-        return output if returned else None
-
-    handle = modules[depth + offset].register_forward_hook(overwrite)
-    try:
-        return model(tokens)
-    finally:
-        if remove:
-            handle.remove()
+def chance_by_sampling_every_sequence(half, vocab_size):
+    """Right, written another way: every first half enumerated by hand, summed with exact fractions, as a tensor."""
+    from fractions import Fraction
+    weight, queries = Fraction(0), 0
+    for first in itertools.product(range(vocab_size), repeat=half):
+        tokens = first * 2
+        for i, token in enumerate(tokens):
+            count = tokens[:i].count(token)
+            weight += Fraction(count, i + 1)
+            queries += count > 0
+    return torch.tensor(float(weight / queries), dtype=torch.float64)
 
 
-@torch.no_grad()
-def patch_by_pre_hook_left_behind(model, tokens, depth, position, replacement):
-    """The same patch made on the next module's input, with the forward pre-hook never removed."""
-    def overwrite(module, args):
-        x = args[0].clone()
-        x[:, position] = replacement
-        return (x,)
-
-    [*model.blocks, model.final_norm][depth].register_forward_pre_hook(overwrite)
-    return model(tokens)
-
-
-def patch_leaving_a_silent_hook(model, tokens, depth, position, replacement):
-    """A right patch, plus a forward hook that changes nothing and stays on the model."""
-    model.head.register_forward_hook(lambda module, args, output: None)
-    return patch(model, tokens, depth, position, replacement)
+def reach(clean, corrupted, position, num_layers, bug=None):
+    """Where a patch can reach, from causality; ``bug`` makes the classic mistakes."""
+    differs = clean[:1] != corrupted[:1] if bug == "first row" else clean != corrupted
+    changed = differs.any(dim=0)  # (T,)
+    at = torch.arange(clean.shape[1])
+    if not changed.any():
+        return torch.zeros(num_layers + 1, len(at), dtype=torch.bool)
+    later = changed if bug == "not spread" else at >= changed.nonzero()[0, 0]
+    seen = at >= 0 if bug == "future" else at <= position
+    rows = [(later if bug == "embeddings" else changed) & seen]
+    rows += [later & seen] * (num_layers - 1)
+    rows.append(later & (seen if bug == "last" else at == position))
+    return torch.stack(rows)
 
 
-def patch_then_change_a_weight(model, tokens, depth, position, replacement):
-    logits = patch(model, tokens, depth, position, replacement)
-    with torch.no_grad():
-        model.head.weight.mul_(1.5)
-    return logits
+def reach_as_lists(clean, corrupted, position, num_layers):
+    """Right, written another way: loops over depths and positions, returning nested lists of bools."""
+    T = clean.shape[1]
+    changed = [bool((clean[:, t] != corrupted[:, t]).any()) for t in range(T)]
+    first = changed.index(True)
+    last = num_layers
+    return [[(changed[t] if d == 0 else t >= first) and (t == position if d == last else t <= position)
+             for t in range(T)] for d in range(num_layers + 1)]
 
 
 def test_stubs_are_not_attempted(capsys):
-    checks = (check.duplicate_token_score_of, check.uniform_induction_score, check.patch_residual)
+    checks = (check.duplicate_token_score_of, check.chance_induction_score, check.patch_reach)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
@@ -107,52 +106,44 @@ def test_duplicate_token_score_names_typical_mistakes():
     assert_diagnosed(every_query, "mean-over-all-queries")
 
 
-def test_uniform_induction_score_accepts_the_solution():
-    assert check.uniform_induction_score(chance).ok
+def test_the_closed_form_is_the_core_pooled_over_every_sequence():
+    for half, vocab_size in check.CHANCE_CASES:
+        assert math.isclose(chance(half, vocab_size), check._chance_over_all(half, vocab_size), abs_tol=1e-12)
 
 
-def test_uniform_induction_score_rejects_the_lessons_rounded_guess():
-    assert_rejected_with(check.uniform_induction_score(lambda t: 0.07), "the chance induction score")
+def test_chance_induction_score_accepts_the_solution_written_two_ways():
+    assert check.chance_induction_score(chance).ok
+    assert check.chance_induction_score(
+        lambda half, v: chance(half, v) if v > 10**6 else chance_by_sampling_every_sequence(half, v)).ok
 
 
-def test_uniform_induction_score_names_typical_mistakes():
-    without_self = check.uniform_induction_score(lambda t: chance(t, keys_seen=0))
-    assert_rejected_with(without_self, "query i sees i + 1 keys")
-    assert_diagnosed(without_self, "prefix-without-self")
-    one = check.uniform_induction_score(lambda t: chance(t, one_occurrence=True))
-    assert_rejected_with(one, "has that many targets")
-    assert_diagnosed(one, "one-occurrence-only")
-    every_query = check.uniform_induction_score(lambda t: chance(t, all_queries=True))
-    assert_diagnosed(every_query, "mean-over-all-queries")
+def test_chance_induction_score_rejects_the_lessons_estimate():
+    assert_rejected_with(check.chance_induction_score(lambda half, v: 0.084), "pooled over all 8 first halves")
 
 
-def test_patch_residual_accepts_the_solution():
-    assert check.patch_residual(patch).ok
+def test_chance_induction_score_names_each_classic_mistake_once():
+    for bug, mistake in (("distinct", "duplicates-ignored"), ("second half only", "first-half-left-out"),
+                         ("copies", "repeated-half-copies-missed"), ("all queries", "mean-over-all-queries"),
+                         ("no self", "prefix-without-self")):
+        result = check.chance_induction_score(lambda half, v, bug=bug: chance(half, v, bug))
+        assert_diagnosed(result, mistake)
+        assert len(result.diagnoses) == 1
 
 
-def test_patch_residual_names_typical_mistakes():
-    assert_rejected_with(check.patch_residual(lambda *a: patch(*a, offset=1)), "off by one in depth")
-    assert_rejected_with(check.patch_residual(lambda *a: patch(*a, everywhere=True)), "you replaced every position")
-    assert_rejected_with(check.patch_residual(lambda *a: patch(*a, returned=False)), "nothing changed")
-    assert_diagnosed(check.patch_residual(lambda *a: patch(*a, offset=1)), "depth-off-by-one")
-    assert_diagnosed(check.patch_residual(lambda *a: patch(*a, everywhere=True)), "every-position")
-    assert_diagnosed(check.patch_residual(lambda *a: patch(*a, returned=False)), "output-not-returned")
-    assert_diagnosed(check.patch_residual(lambda *a: patch(*a, blocks_only=True)), "depth-zero-is-last-block")
+def test_patch_reach_accepts_the_solution_written_two_ways():
+    assert check.patch_reach(reach).ok
+    assert check.patch_reach(reach_as_lists).ok
 
 
-def test_patch_residual_catches_every_kind_of_hook_left_behind():
-    forward = check.patch_residual(lambda *a: patch(*a, remove=False))
-    assert_rejected_with(forward, "a hook is still registered on blocks.0")
-    assert_diagnosed(forward, "hook-left-behind")
-    pre = check.patch_residual(patch_by_pre_hook_left_behind)
-    assert_rejected_with(pre, "a hook is still registered on blocks.1")
-    assert_diagnosed(pre, "hook-left-behind")
-    silent = check.patch_residual(patch_leaving_a_silent_hook)  # computes as before, but the hook is there
-    assert_rejected_with(silent, "a hook is still registered on head")
-    assert_diagnosed(silent, "hook-left-behind")
+def test_patch_reach_names_each_classic_mistake_once():
+    for bug, mistake in (("first row", "first-row-only"), ("embeddings", "embeddings-differ-everywhere"),
+                         ("last", "last-depth-any-position"), ("future", "future-positions"),
+                         ("not spread", "difference-not-spread")):
+        result = check.patch_reach(lambda *a, bug=bug: reach(*a, bug))
+        assert_diagnosed(result, mistake)
+        assert len(result.diagnoses) == 1
 
 
-def test_patch_residual_compares_with_the_logits_from_before_the_call():
-    changed = check.patch_residual(patch_then_change_a_weight)
-    assert_rejected_with(changed, "its logits on the same tokens changed")
-    assert_diagnosed(changed, "model-changed")
+def test_patch_reach_wants_booleans():
+    as_ints = check.patch_reach(lambda *a: reach(*a).long())
+    assert_rejected_with(as_ints, "expected a boolean result")

@@ -1,5 +1,7 @@
 """The lesson 14 checks accept the solutions, spot stubs, and name typical mistakes."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -9,49 +11,68 @@ from transformer_lib import GPT, set_seed
 from transformer_lib.checks import ex14_faster_and_bigger as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 from transformer_lib.quantization import Int8Linear
+from transformer_lib.speculative import acceptance_interval, expected_tokens_per_call
 
 
-def rule(p, q, bug=None):
-    accept = torch.where(q > p, p / q, torch.ones_like(p))
-    if bug == "always":
-        accept = torch.ones_like(p)
-    if bug in ("uncapped", "nan where both zero"):
-        accept = p / q if bug == "uncapped" else torch.clamp(p / q, max=1.0)
-    if bug == "inverted":
-        accept = torch.where(p > q, q / p, torch.ones_like(p))
-    missing = (q - p).clamp(min=0) if bug == "residual inverted" else (p - q).clamp(min=0)
-    total = missing.sum()
+def probability(p, q, emitted, bug=None):
+    """One round's outcome probability written with the events (no division); ``bug`` makes the classic mistakes."""
+    emitted = [int(t) for t in emitted]
+    n, k = len(emitted) - 1, q.shape[0]
+    kept = 1.0
+    for i in range(n):
+        x = emitted[i]
+        kept *= {"always": q[i, x], "uncapped": p[i, x]}.get(bug, min(p[i, x], q[i, x]))
+    x = emitted[n]
+    if n == k:
+        return kept * p[k, x]
+    if bug in ("always", "uncapped"):
+        return 0.0 * kept
+    missing = (p[n] - q[n]).clamp(min=0)
     if bug == "from p":
-        return accept, p
-    if bug == "unnormalised":
-        return accept, missing
-    if bug == "nan when p equals q":
-        return accept, missing / total
-    return accept, missing / total if total > 0 else p
+        return kept * missing.sum() * p[n, x]
+    if bug == "divided":  # reject, then draw from the renormalised residual: 0 / 0 where p = q
+        return kept * missing.sum() * (missing / missing.sum())[x]
+    if bug == "unweighted":
+        return kept * (missing / missing.sum())[x]
+    return kept * missing[x]
 
 
-def from_rounds(kept, k, bug=None):
-    if bug == "unexamined":
-        return sum(kept) / (k * len(kept))
-    if bug == "every round":
-        return sum(kept) / (sum(kept) + len(kept))
-    if bug == "per round":
-        return sum(kept) / len(kept)
+def probability_by_ratio(p, q, emitted):
+    """Right, written another way: keep with min(1, p/q) (decided without dividing where q = 0), reject with
+    1 − Σ min(p, q), draw from the residual where it has mass; returns a 1-element NumPy array."""
+    emitted = torch.as_tensor(emitted)
+    n, k = len(emitted) - 1, q.shape[0]
+    keep = torch.where(q > 0, (p[:k] / torch.where(q > 0, q, 1)).clamp(max=1), 0)  # (k, V)
+    chance = (q * keep).gather(1, emitted[:n, None]).prod()
+    if n == k:
+        return (chance * p[k, emitted[n]]).numpy().reshape(1)
+    reject = 1 - torch.minimum(p[n], q[n]).sum()
+    residual = (p[n] - q[n]).clamp(min=0)
+    share = residual[emitted[n]] / residual.sum() if residual.sum() > 0 else torch.tensor(0.0, dtype=p.dtype)
+    return (chance * reject * share).numpy().reshape(1)
+
+
+def predicted(kept, k, k_new, bug=None):
     examined = sum(n + (n < k) for n in kept)
-    return sum(kept) / examined if examined else float("nan")
+    if bug == "unexamined":
+        examined = k * len(kept)
+    if bug == "every round":
+        examined = sum(kept) + len(kept)
+    powers = {"no own token": range(1, k_new + 1), "one short": range(k_new), "measured k": range(k + 1)}.get(
+        bug, range(k_new + 1))
+    low, high = acceptance_interval(sum(kept), examined)
+    return sum(low**i for i in powers), sum(high**i for i in powers)
 
 
-def predict(kept, k, bug=None):
-    alpha = sum(kept) / len(kept)
-    if bug == "no own token":
-        return sum(alpha**i for i in range(1, k + 1))
-    if bug == "independent":
-        return 1 + alpha * k
-    if bug == "one short":
-        return sum(alpha**i for i in range(k))
-    if bug == "scaled":
-        return k * (1 + alpha)
-    return sum(alpha**i for i in range(k + 1))
+def predicted_by_hand(kept, k, k_new):
+    """Right, written another way: Wilson's interval by its formula, the sum in closed form, returned as a list."""
+    accepted = sum(kept)
+    examined = accepted + sum(1 for n in kept if n != k)
+    rate, z = accepted / examined, 1.96
+    centre = (rate + z * z / (2 * examined)) / (1 + z * z / examined)
+    half = z * math.sqrt(rate * (1 - rate) / examined + z * z / (4 * examined**2)) / (1 + z * z / examined)
+    ends = (max(0.0, centre - half), min(1.0, centre + half))
+    return [k_new + 1 if a == 1 else (1 - a ** (k_new + 1)) / (1 - a) for a in ends]
 
 
 def damage(model, tokens, bug=None):
@@ -77,71 +98,82 @@ def damage(model, tokens, bug=None):
 
 
 def test_stubs_are_not_attempted(capsys):
-    checks = (check.acceptance_rule, check.predict_tokens_per_call, check.acceptance_from_rounds,
-              check.quantization_damage)
+    checks = (check.round_probability_of, check.predicted_range, check.quantization_damage)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
 
 
-def test_acceptance_rule_accepts_the_solution_and_names_the_classic_mistakes():
-    assert check.acceptance_rule(rule).ok
-    assert_rejected_with(check.acceptance_rule(lambda p, q: rule(p, q, "always")),
-                         "accepting when q > p without the probability p/q")
-    assert_rejected_with(check.acceptance_rule(lambda p, q: rule(p, q, "from p")),
-                         "sampling the correction from p")
-    assert_rejected_with(check.acceptance_rule(lambda p, q: rule(p, q, "uncapped")), "cap the ratio at 1")
-    assert_rejected_with(check.acceptance_rule(lambda p, q: rule(p, q, "unnormalised")), "renormalise")
+def test_round_probability_accepts_the_solution_written_two_ways():
+    assert check.round_probability_of(probability).ok
+    assert check.round_probability_of(probability_by_ratio).ok  # another formula, NumPy arrays of one element
 
 
-def test_acceptance_rule_names_a_nan_at_the_edge_cases():
-    """The rule written without care for 0 / 0 passes the ordinary inputs and fails where p = q = 0 or p = q."""
-    assert_rejected_with(check.acceptance_rule(lambda p, q: rule(p, q, "nan where both zero")),
-                         "p / q is 0 / 0 = NaN where both are 0")
-    assert_rejected_with(check.acceptance_rule(lambda p, q: rule(p, q, "nan when p equals q")),
-                         "max(0, p - q) is all zeros when p = q")
+def test_round_probability_names_each_classic_mistake_once():
+    for bug, mistake in (("always", "accept-without-ratio"), ("uncapped", "uncapped-ratio"),
+                         ("from p", "correction-from-p"), ("unweighted", "rejection-not-weighted")):
+        result = check.round_probability_of(lambda p, q, e, bug=bug: probability(p, q, e, bug))
+        assert_diagnosed(result, mistake)
+        assert [d["mistake"] for d in result.diagnoses] == [mistake]  # one diagnosis: later rounds not retried
+    assert_rejected_with(check.round_probability_of(lambda p, q, e: probability(p, q, e, "from p")),
+                         "not from p")
 
 
-def test_acceptance_rule_takes_any_probability_where_q_is_zero():
-    """Where q = 0 the token is never proposed: 0 there is as right as 1, and the output is still p."""
-    def zero_where_never_proposed(p, q):
-        accept = torch.where(q > 0, torch.clamp(p / q, max=1.0), torch.zeros_like(p))
-        return accept, rule(p, q)[1]
-    assert check.acceptance_rule(zero_where_never_proposed).ok
+def test_round_probability_catches_a_nan_where_the_draft_equals_the_target():
+    """The residual renormalised and then weighted is right wherever it is defined, and NaN where p = q."""
+    divided = check.round_probability_of(lambda p, q, e: probability(p, q, e, "divided"))
+    assert divided.passed == 2  # the first round (finite, right) passes; the second has p = q
+    assert_diagnosed(divided, "nan-when-p-equals-q")
+    assert_rejected_with(divided, "a draft equal to the target")
 
 
-def test_predict_tokens_per_call():
-    assert check.predict_tokens_per_call(predict).ok
-    assert_rejected_with(check.predict_tokens_per_call(lambda kept, k: predict(kept, k, "no own token")),
-                         "count the target's own token")
-    assert_rejected_with(check.predict_tokens_per_call(lambda kept, k: predict(kept, k, "independent")),
-                         "α^i, not α each")
+def test_round_probability_sees_the_draft_filtering_a_token_the_target_allows():
+    """Dividing p by q where q = 0 (p > 0 = q) without guarding it: inf · 0 = NaN in the first round already."""
+    def unguarded(p, q, emitted):
+        keep = (p[: q.shape[0]] / q).clamp(max=1)  # inf where q = 0 < p, NaN where p = q = 0
+        n = len(emitted) - 1
+        chance = (q * keep).gather(1, emitted[:n, None]).prod()
+        return chance * (p[-1, emitted[n]] if n == q.shape[0] else (p[n] - q[n]).clamp(min=0)[emitted[n]])
+    result = check.round_probability_of(unguarded)
+    assert_diagnosed(result, "nan-where-draft-filtered")
+    assert result.passed == 0
 
 
-def test_acceptance_from_rounds_counts_examined_proposals_only():
-    assert check.acceptance_from_rounds(from_rounds).ok
-    assert_rejected_with(check.acceptance_from_rounds(lambda kept, k: from_rounds(kept, k, "unexamined")),
-                         "never examined")
-    assert_rejected_with(check.acceptance_from_rounds(lambda kept, k: 0.75), "kept per round [4, 1, 0, 4, 2, 3]")
-    without_guard = check.acceptance_from_rounds(lambda kept, k: sum(kept) / sum(n + (n < k) for n in kept))
-    assert_rejected_with(without_guard, "ZeroDivisionError")
+def test_round_probability_rejects_a_constant_and_says_what_it_got():
+    assert_rejected_with(check.round_probability_of(lambda p, q, e: 0.1), "the probability of each of the 84")
+    assert_diagnosed(check.round_probability_of(lambda p, q, e: "0.1"), "not-a-finite-number")
 
 
-def test_each_acceptance_mistake_fails_a_case_the_others_pass():
-    """The cases separate the mistakes: every wrong count fails some case, and any two give different answers on
-    some case, so the check can name which one was made."""
-    cases = (([4, 1, 0, 4, 2, 3], 4), ([3, 3, 3], 3), ([2, 0, 1], 3), ([0, 0, 0, 0], 2), ([1, 0, 1, 1], 1),
-             ([1, 1, 1], 2), ([6, 6, 2, 6], 6))
+def test_predicted_range_accepts_the_solution_written_two_ways():
+    assert check.predicted_range(predicted).ok
+    assert check.predicted_range(predicted_by_hand).ok  # a list, Wilson's formula and the closed-form sum
 
-    def differ(bug, other, kept, k):
-        return abs(from_rounds(kept, k, bug) - from_rounds(kept, k, other)) > 1e-12
 
-    mistakes = ("unexamined", "every round", "per round")
-    for bug in mistakes:
-        assert any(differ(bug, None, kept, k) for kept, k in cases), bug
-        for other in mistakes:
+def test_predicted_range_names_each_classic_mistake_once():
+    for bug, mistake in (("unexamined", "counted-unexamined"), ("every round", "rejection-in-every-round"),
+                         ("no own token", "no-own-token"), ("one short", "one-term-short"),
+                         ("measured k", "measured-k-not-new-k")):
+        result = check.predicted_range(lambda kept, k, k_new, bug=bug: predicted(kept, k, k_new, bug))
+        assert_diagnosed(result, mistake)
+        assert len(result.diagnoses) == 1
+
+
+def test_predicted_range_rejects_the_point_prediction():
+    point = check.predicted_range(lambda kept, k, k_new: expected_tokens_per_call(
+        sum(kept) / sum(n + (n < k) for n in kept), k_new))
+    assert_rejected_with(point, "expected shape (2,), got shape ()")
+
+
+def test_each_counting_mistake_fails_a_case_the_others_pass():
+    """The cases separate the mistakes: any two give different answers on some case, so the check can name which
+    one was made."""
+    bugs = (None, "unexamined", "every round", "no own token", "one short", "measured k")
+    for bug in bugs[1:]:
+        for other in bugs:
             if other != bug:
-                assert any(differ(bug, other, kept, k) for kept, k in cases), (bug, other)
+                assert any(abs(predicted(kept, k, n, bug)[1] - predicted(kept, k, n, other)[1]) > 1e-6
+                           or abs(predicted(kept, k, n, bug)[0] - predicted(kept, k, n, other)[0]) > 1e-6
+                           for kept, k, n in check.RANGE_CASES), (bug, other)
 
 
 def test_quantization_damage_accepts_the_solution_and_leaves_the_model_as_it_was():
@@ -160,25 +192,7 @@ def test_quantization_damage_accepts_the_solution_and_leaves_the_model_as_it_was
                          "the model computes as before your call")
 
 
-def test_every_named_mistake_is_diagnosed_as_itself():
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "always")), "accept-without-ratio")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "uncapped")), "uncapped-ratio")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "inverted")), "inverted-ratio")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "from p")), "correction-from-p")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "unnormalised")), "residual-not-normalised")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "residual inverted")), "residual-inverted")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "nan where both zero")), "nan-where-both-zero")
-    assert_diagnosed(check.acceptance_rule(lambda p, q: rule(p, q, "nan when p equals q")), "nan-when-p-equals-q")
-    assert_diagnosed(check.predict_tokens_per_call(lambda kept, k: predict(kept, k, "no own token")), "no-own-token")
-    assert_diagnosed(check.predict_tokens_per_call(lambda kept, k: predict(kept, k, "independent")),
-                     "independent-terms")
-    assert_diagnosed(check.predict_tokens_per_call(lambda kept, k: predict(kept, k, "one short")), "one-term-short")
-    assert_diagnosed(check.predict_tokens_per_call(lambda kept, k: predict(kept, k, "scaled")), "scaled-by-k")
-    assert_diagnosed(check.acceptance_from_rounds(lambda kept, k: from_rounds(kept, k, "unexamined")),
-                     "counted-unexamined")
-    assert_diagnosed(check.acceptance_from_rounds(lambda kept, k: from_rounds(kept, k, "every round")),
-                     "rejection-in-every-round")
-    assert_diagnosed(check.acceptance_from_rounds(lambda kept, k: from_rounds(kept, k, "per round")), "kept-per-round")
+def test_quantization_damage_names_each_mistake():
     assert_diagnosed(check.quantization_damage(lambda *a: damage(*a, bug="not restored")), "not-restored")
     assert_diagnosed(check.quantization_damage(lambda *a: damage(*a, bug="per tensor")), "per-tensor-scales")
     assert_diagnosed(check.quantization_damage(lambda *a: damage(*a, bug="reversed")), "kl-reversed")

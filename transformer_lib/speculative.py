@@ -122,6 +122,25 @@ def speculative_token_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Te
     return accepted + rejected * residual_distribution(p, q)
 
 
+def round_probability(p: torch.Tensor, q: torch.Tensor, emitted: torch.Tensor) -> torch.Tensor:
+    """The probability that one sampled round emits exactly the tokens ``emitted`` (n + 1,), 0 <= n <= k, when the
+    target's and the draft's distributions do not depend on the tokens before (a toy in which every prefix gives the
+    same rows): ``p`` (k + 1, V) the target's after each prefix, ``q`` (k, V) the draft's.
+
+    The first n tokens are kept proposals, each with probability ``min(p, q)`` of its row; the last is the
+    replacement after a rejection, ``P(reject) · residual = max(0, p - q)`` of row n (no division, so no 0 / 0
+    where p = q), or the bonus token from ``p[k]`` when all k were kept. Returns a 0-dim tensor.
+    """
+    n = len(emitted) - 1
+    k = q.shape[0]
+    if not 0 <= n <= k or p.shape[0] != k + 1:
+        raise ValueError(f"a round with p {tuple(p.shape)} and q {tuple(q.shape)} (k={k}) emits 1 to k + 1 = {k + 1} "
+                         f"tokens: got {len(emitted)}")
+    kept = torch.minimum(p[:n], q[:n]).gather(1, emitted[:n, None]).prod()  # the n proposals drawn and kept
+    last = p[k] if n == k else (p[n] - q[n]).clamp(min=0)  # (V,): the bonus token, or a rejection and replacement
+    return kept * last[emitted[n]]
+
+
 def expected_tokens_per_call(acceptance: float, k: int) -> float:
     """Tokens one round adds on average when each proposal is kept independently with probability ``acceptance``:
     ``1 + a + a² + … + a^k`` (the target's own token always, the i-th proposal when the first i were kept)."""

@@ -1,22 +1,20 @@
 """Checks for lesson 13's exercises: a duplicate-token score from attention weights, the chance level of the
-induction score counted from the tokens alone, and one step of activation patching with a forward hook."""
+induction score over all random repeated sequences (duplicates included), and where an activation patch can reach."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
 
-from ..device import set_seed
-from ..gpt import GPT, GPTConfig
 from ..induction import (
     duplicate_token_score,
     earlier_occurrences,
     induction_score,
-    repeated_tokens,
     uniform_attention,
 )
-from ..interpret import patched_logits, residual_stream
+from ..interpret import residual_patch_reach
 from ._feedback import CheckResult, Exercise, Hint
 
 # Sequences the two scores are checked on: 4 occurs four times (so a query can have several earlier occurrences,
@@ -62,7 +60,7 @@ def duplicate_token_score_of(student_fn: Callable) -> CheckResult:
             earlier = earlier_occurrences(tokens)  # (batch, T, T): keys j < i holding the query's token
             has_earlier = earlier.any(-1)  # (batch, T)
             with_self = earlier | torch.eye(length, dtype=torch.bool)  # keys j <= i: the query's own key too
-            ex.compare(
+            if not ex.compare(
                 f"three heads' duplicate-token scores on {' '.join(map(str, sequence.tolist()))} and its reverse",
                 got,
                 expected,
@@ -81,130 +79,139 @@ def duplicate_token_score_of(student_fn: Callable) -> CheckResult:
                     ALL_QUERIES: _per_query(weights, earlier, has_earlier) * has_earlier.sum() / has_earlier.numel(),
                 },
                 atol=1e-6,
-            )
+            ):
+                break  # one diagnosis per mistake
     return ex.result
 
 
-def uniform_induction_score(student_fn: Callable) -> CheckResult:
-    """Check a function tokens (T,) -> float: the induction score of a head attending evenly over its prefix."""
-    ex = Exercise("uniform_induction_score")
+# (half, V): every first half of V tokens is enumerated, so the chance level pooled over all of them is the core's
+# induction score of uniform attention on that batch. V = 1 repeats one token everywhere; half = 1 makes the target of
+# the one repeated query the query itself.
+CHANCE_CASES = ((3, 2), (2, 5), (4, 3), (5, 4), (1, 3), (3, 1))
+
+
+def _chance_over_all(half: int, vocab_size: int) -> float:
+    """The induction score of uniform attention pooled over every sequence of ``half`` tokens, repeated."""
+    firsts = torch.tensor(list(itertools.product(range(vocab_size), repeat=half)))  # (V^half, half)
+    batch = torch.cat([firsts, firsts], dim=1)  # (V^half, T)
+    return induction_score(uniform_attention(2 * half).expand(len(batch), 1, -1, -1), batch).item()
+
+
+def _chance_variant(half: int, vocab_size: int, bug: str) -> float:
+    """A classic wrong chance level, in closed form: E[weight on targets] over E[queries with an earlier
+    occurrence], each summed over the positions, with one part counted wrongly."""
+    v, keys = float(vocab_size), (lambda i: i if bug == "no-self" else i + 1)  # keys query i spreads over
+    first = [m / v / keys(m) if m else 0.0 for m in range(half)]  # (half,): query m's expected target weight
+    second = [(1 + (half - 1 + (0 if bug == "copies" else m)) / v) / keys(half + m) for m in range(half)]
+    counted = [1 - (1 - 1 / v) ** m for m in range(half)]  # P(query m of the first half has an earlier occurrence)
+    if bug == "distinct":
+        return sum(1 / keys(half + m) for m in range(half)) / half
+    if bug == "second-half-only":
+        return sum(second) / half
+    if bug == "all-queries":
+        return (sum(first) + sum(second)) / (2 * half)
+    return (sum(first) + sum(second)) / (half + sum(counted))
+
+
+def chance_induction_score(student_fn: Callable) -> CheckResult:
+    """Check a function (half, vocab_size) -> float: the induction score of a head attending evenly over its causal
+    prefix, pooled over all repeated sequences whose first half is drawn uniformly with replacement."""
+    ex = Exercise("chance_induction_score")
+    mistakes_of = {
+        Hint(idea="tokens are drawn with replacement: a first half can hold a token twice, and then its queries have "
+                  "more than one target, and some first-half queries have one too",
+             id="duplicates-ignored"): "distinct",
+        Hint(idea="a first-half query whose token occurred before (a duplicate) has an earlier occurrence too: it "
+                  "counts in both the targets' weight and the number of queries",
+             code="query m < half: expected targets m / V; P(it has one) = 1 - (1 - 1/V)^m",
+             id="first-half-left-out"): "second-half-only",
+        Hint(idea="a repeated-half query also finds its token among the repeated half's earlier positions, "
+                  "whenever an earlier first-half token equals it",
+             code="query half + m: 1 + (half - 1)/V + m/V expected targets", id="repeated-half-copies-missed"):
+            "copies",
+        ALL_QUERIES: "all-queries",
+        Hint(idea="query i sees i + 1 keys, itself included: each gets 1 / (i + 1), not 1 / i",
+             id="prefix-without-self"): "no-self",
+    }
     with ex.run():
-        for tokens in SEQUENCES:
-            length = len(tokens)
-            expected = induction_score(uniform_attention(length)[None, None], tokens[None]).item()
-            got = ex.call(student_fn, tokens.clone())
-            counts = earlier_occurrences(tokens[None])[0].sum(-1).double()  # (T,): earlier occurrences per query
-            has_earlier = counts > 0
-            prefix = torch.arange(1, length + 1, dtype=torch.float64)  # (T,): query i sees i + 1 keys
-            ex.compare(
-                f"the chance induction score on {' '.join(map(str, tokens.tolist()))}",
-                _as_number(got),
-                expected,
-                hint="query i spreads 1 / (i + 1) over keys 0 … i; its induction weight is that times the number of "
-                     "its earlier occurrences; average over the queries that have one",
-                mistakes={
-                    Hint(idea="query i sees i + 1 keys, itself included: each gets 1 / (i + 1), not 1 / i",
-                         code="counts[i] / (i + 1)", id="prefix-without-self"):
-                        (counts[has_earlier] / (prefix[has_earlier] - 1)).mean().item(),
-                    Hint(idea="a query whose token occurred several times has that many targets: its weight is "
-                              "their number over i + 1, not one key's share",
-                         code="count every j < i with tokens[j] == tokens[i]", id="one-occurrence-only"):
-                        (1 / prefix[has_earlier]).mean().item(),
-                    ALL_QUERIES: (counts / prefix)[has_earlier].sum().item() / length,
-                },
-                atol=1e-6,
-            )
+        for half, vocab_size in CHANCE_CASES:
+            got = _as_number(ex.call(student_fn, half, vocab_size))
+            if not ex.compare(
+                    f"the chance level for half = {half}, V = {vocab_size}, pooled over all {vocab_size ** half} "
+                    "first halves", got, _chance_over_all(half, vocab_size), atol=1e-9, rtol=1e-7,
+                    hint=Hint(idea="pooled over many sequences the score is (expected weight on targets, summed over "
+                                   "the queries) / (expected number of queries with an earlier occurrence); both "
+                                   "sums run over the first half's queries too",
+                              code="by linearity, a query's expected number of targets is the sum over earlier "
+                                   "positions of P(same token)"),
+                    mistakes={hint: _chance_variant(half, vocab_size, bug) for hint, bug in mistakes_of.items()}):
+                return ex.result  # one diagnosis per mistake
+        length = 20
+        distinct = torch.cat([torch.arange(length // 2)] * 2)[None]  # (1, 20): no token twice in the first half
+        ex.compare("your prediction's case: half = 10 and V = 10⁹, where a duplicate is all but impossible",
+                   _as_number(ex.call(student_fn, 10, 10**9)),
+                   induction_score(uniform_attention(length)[None, None], distinct).item(), atol=1e-6,
+                   hint="with V this large the first half holds no token twice: each repeated-half query i has one "
+                        "target, weighted 1 / (i + 1)")
     return ex.result
 
 
-def _small_model() -> tuple[GPT, torch.Tensor]:
-    """A random attention-only GPT (2 layers × 2 heads, float64) and repeated sequences for it."""
-    set_seed(13)
-    model = GPT(GPTConfig(vocab_size=12, block_size=16, d_model=16, num_heads=2, num_layers=2,
-                          feed_forward=False)).double().eval()
-    tokens = repeated_tokens(6, 6, 12, torch.Generator().manual_seed(13))  # (6, 12)
-    return model, tokens
+def _reach_variant(clean: torch.Tensor, corrupted: torch.Tensor, position: int, num_layers: int,
+                   bug: str) -> torch.Tensor:
+    """A classic wrong reach map (layers + 1, T) bool: one rule of causality forgotten."""
+    changed = (clean[:1] if bug == "first-row" else clean) != (corrupted[:1] if bug == "first-row" else corrupted)
+    changed = changed.any(dim=0)  # (T,)
+    at = torch.arange(clean.shape[1])  # (T,)
+    spread = changed if bug == "not-spread" else at >= int(changed.nonzero()[0]) if changed.any() else changed
+    seen = torch.ones_like(changed) if bug == "future" else at <= position  # (T,)
+    reach = torch.zeros(num_layers + 1, clean.shape[1], dtype=torch.bool)
+    reach[0] = (spread if bug == "embeddings" else changed) & seen
+    reach[1:num_layers] = spread & seen
+    reach[num_layers] = spread & (seen if bug == "last" else at == position)
+    return reach
 
 
-def patch_residual(student_fn: Callable) -> CheckResult:
-    """Check a function (model, tokens, depth, position, replacement) -> logits: one activation patch."""
-    ex = Exercise("patch_residual")
+def patch_reach(student_fn: Callable) -> CheckResult:
+    """Check a function (clean, corrupted (batch, T), position, num_layers) -> (num_layers + 1, T) bool: where a
+    residual-stream patch of the clean run into the corrupted one can change the prediction at ``position``."""
+    ex = Exercise("patch_reach")
+    generator = torch.Generator().manual_seed(13)
+    clean = torch.randint(12, (3, 12), generator=generator)  # (3, 12)
+    two_rows = clean.clone()
+    two_rows[0, 5] = (clean[0, 5] + 1) % 12  # row 0 changed at 5, row 2 at 3: the batch differs at both
+    two_rows[2, 3] = (clean[2, 3] + 1) % 12
+    at_two = clean.clone()
+    at_two[:, 2] = (clean[:, 2] + 1) % 12
+    layout = clean.t().contiguous().t(), at_two.t().contiguous().t()  # the same tokens, non-contiguous
+    cases = (("rows changed at different positions (3 in one, 5 in another), read at 8, 2 layers", clean, two_rows,
+              8, 2), ("changed at 2, read at 2, 1 layer", clean, at_two, 2, 1),
+             ("changed at 2, read at 10, 3 layers, non-contiguous tokens", *layout, 10, 3),
+             ("changed at 5 and 3, read at 1 (before any change), 2 layers", clean, two_rows, 1, 2))
+    mistakes_of = {
+        Hint(idea="the batch's rows were corrupted at different positions: a place differs when it differs in any "
+                  "row", id="first-row-only"): "first-row",
+        Hint(idea="the embeddings hold only each position's own token and position: they differ only where a token "
+                  "was changed", id="embeddings-differ-everywhere"): "embeddings",
+        Hint(idea="after the last block no attention is left: only the stream at the read position is unembedded "
+                  "into its prediction", id="last-depth-any-position"): "last",
+        Hint(idea="attention is causal: a stream after the read position never reaches its prediction",
+             id="future-positions"): "future",
+        Hint(idea="after a block, attention has carried the change to every later position, not only to the "
+                  "changed ones", id="difference-not-spread"): "not-spread",
+    }
     with ex.run():
-        model, tokens = _small_model()
-        corrupted = tokens.clone()
-        corrupted[:, 2] = (corrupted[:, 2] + 1) % 12
-        clean = residual_stream(model, tokens)  # (layers + 1, batch, T, d_model)
-        with torch.no_grad():
-            unpatched = model(corrupted)
-
-        def compare_case(depth: int, position: int) -> None:
-            replacement = clean[depth, :, position]  # (batch, d_model)
-            expected = patched_logits(model, corrupted, depth, position, replacement)
-            everywhere = _patch_everywhere(model, corrupted, depth, replacement)
-            got = ex.call(student_fn, model, corrupted.clone(), depth, position, replacement.clone())
-            where = "in the embeddings (depth 0)" if depth == 0 else f"after block {depth - 1}"
-            mistakes = {
-                Hint(idea="nothing changed: the hook must return the modified output (or the patch never reaches "
-                          "the next block)",
-                     code="output = output.clone(); output[:, position] = replacement; return output",
-                     id="output-not-returned"): unpatched,
-                Hint(idea="you replaced every position: patch only the one position asked for",
-                     code="output[:, position] = replacement", id="every-position"): everywhere,
-            }
-            if depth == 0:
-                mistakes[Hint(idea="depth 0 is the embeddings, the output of model.dropout; model.blocks[depth - 1] "
-                                   "is model.blocks[-1] there, the last block",
-                              code="modules = [model.dropout, *model.blocks]; modules[depth]",
-                              id="depth-zero-is-last-block")] = patched_logits(
-                    model, corrupted, len(model.blocks), position, replacement)
-            else:
-                mistakes[Hint(idea="off by one in depth: depth 0 is the embeddings, so depth d is the output of "
-                                   "block d − 1",
-                              code="modules = [model.dropout, *model.blocks]; modules[depth]",
-                              id="depth-off-by-one")] = patched_logits(
-                    model, corrupted, depth + 1, position, replacement)
-            ex.compare(
-                f"the logits with the stream {where} patched at position {position}",
-                got,
-                expected,
-                hint="register a forward hook on the module whose output is that depth's stream (depth 0: "
-                     "model.dropout; depth d: model.blocks[d - 1]), overwrite position `position` and return the "
-                     "output",
-                mistakes=mistakes,
-                atol=1e-6,
-            )
-            ex.compare(f"the prediction at position 0 did not change (it cannot see position {position})",
-                       got[:, 0], unpatched[:, 0], hint="a patch at a position changes that position and later ones "
-                       "only", atol=1e-6)
-
-        compare_case(1, 3)
-        # The model must be as it was before the call: checked after the first call, before a second can mask it.
-        hooked = [name or "the model" for name, module in model.named_modules()
-                  if module._forward_hooks or module._forward_pre_hooks]
-        ex.require("the model has no hook left afterwards", not hooked,
-                   problem=f"a hook is still registered on {', '.join(hooked)}",
-                   hint=Hint(idea="a hook you register stays on the model until it is removed",
-                             code="keep the handle that register_forward_hook returns and call handle.remove() in a "
-                                  "finally: block", id="hook-left-behind"))
-        with torch.no_grad():
-            after = model(corrupted)
-        ex.require("the model computes what it computed before your call",
-                   torch.allclose(after, unpatched, rtol=0.0, atol=1e-9),
-                   problem="its logits on the same tokens changed",
-                   hint=Hint(idea="patch the run, not the model: change the activation inside a hook, never a weight",
-                             code="output = output.clone(); output[:, position] = replacement inside the hook",
-                             id="model-changed"))
-        compare_case(0, 2)  # depth 0 is the embeddings, not model.blocks[-1]
+        for what, clean_tokens, corrupted_tokens, position, num_layers in cases:
+            got = ex.call(student_fn, clean_tokens, corrupted_tokens, position, num_layers)
+            if isinstance(got, list | tuple):  # nested lists of bools are a right answer too
+                got = torch.as_tensor(got)
+            expected = residual_patch_reach(clean_tokens, corrupted_tokens, position, num_layers)
+            if not ex.compare(
+                    f"the places a patch can reach: {what}", got, expected,
+                    hint=Hint(idea="a place matters when the two runs' streams differ there and the place can reach "
+                                   "the prediction at the read position",
+                              code="row 0: changed tokens; rows 1 … L − 1: from the first change on; row L: the read "
+                                   "position only; and nothing after the read position"),
+                    mistakes={hint: _reach_variant(clean_tokens, corrupted_tokens, position, num_layers, bug)
+                              for hint, bug in mistakes_of.items()}):
+                break  # one diagnosis per mistake
     return ex.result
-
-
-@torch.no_grad()
-def _patch_everywhere(model: GPT, tokens: torch.Tensor, depth: int, replacement: torch.Tensor) -> torch.Tensor:
-    modules = [model.dropout, *model.blocks]
-    handle = modules[depth].register_forward_hook(
-        lambda module, args, output: replacement[:, None].expand_as(output).clone())
-    try:
-        return model(tokens)
-    finally:
-        handle.remove()
-

@@ -1,166 +1,179 @@
-"""Checks for lesson 14's exercises: the accept/reject rule of speculative sampling (edge cases included), the
-tokens per target call predicted from k = 1's counts, the acceptance rate counted over examined proposals, and which
-layer's int8 quantization hurts the loss most."""
+"""Checks for lesson 14's exercises: the probability of every token list one sampled round of speculative decoding
+can emit (edge cases of top-k filtering included), the tokens per target call predicted at a new k over α's interval
+counted from rounds, and which layer's int8 quantization hurts the loss most."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
 from ..device import set_seed
 from ..gpt import GPT, GPTConfig
 from ..quantization import Int8Linear
-from ..speculative import acceptance_probability, expected_tokens_per_call, residual_distribution
+from ..speculative import acceptance_interval, expected_tokens_per_call, round_probability
 from ._feedback import CheckResult, Exercise, Hint
 
-# p, the target's probabilities, and q, the draft's: the draft over-proposes tokens 1 and 3 (q > p), under-proposes 0
-P = torch.tensor([0.40, 0.10, 0.25, 0.05, 0.20], dtype=torch.float64)
-Q = torch.tensor([0.20, 0.30, 0.25, 0.15, 0.10], dtype=torch.float64)
-# after top-k filtering: token 1 has p = q = 0 (neither model can draw it), token 4 only the draft can draw
-P_FILTERED = torch.tensor([0.50, 0.00, 0.30, 0.20, 0.00], dtype=torch.float64)
-Q_FILTERED = torch.tensor([0.30, 0.00, 0.40, 0.10, 0.20], dtype=torch.float64)
+# Rounds of k = 2 over V = 4 tokens: p (k + 1, V) the target's rows, q (k, V) the draft's. In row 0 token 3 has
+# p > 0 = q (top-k filtered the draft and not the target), in row 1 token 2 has p = q = 0 (filtered from both).
+P_ROUND = torch.tensor([[0.40, 0.10, 0.20, 0.30], [0.50, 0.25, 0.00, 0.25], [0.10, 0.20, 0.30, 0.40]],
+                       dtype=torch.float64)
+Q_ROUND = torch.tensor([[0.50, 0.30, 0.20, 0.00], [0.40, 0.35, 0.00, 0.25]], dtype=torch.float64)
 
 
-def acceptance_rule(student_fn: Callable) -> CheckResult:
-    """Check a function (p (V,), q (V,)) -> (accept (V,), correction (V,)): the probability of keeping each proposed
-    token and the distribution a rejected proposal's replacement is drawn from."""
-    ex = Exercise("acceptance_rule")
+NAN_WHERE_DRAFT_FILTERED = Hint(
+    idea="p / q divides by 0 where the draft filtered a token out (q = 0): the draft never proposes it, so no kept "
+         "proposal is ever that token; the chance of drawing and keeping x is min(p, q), which needs no division",
+    code="torch.minimum(p[i], q[i])[x] for each kept proposal", id="nan-where-draft-filtered")
+NAN_WHEN_P_EQUALS_Q = Hint(
+    idea="where p = q the residual max(0, p − q) is all zeros and renormalising it is 0 / 0; but a rejection "
+         "followed by the draw of x has probability max(0, p[n, x] − q[n, x]) itself, with no division",
+    code="(p[n] - q[n]).clamp(min=0)[x] for the last token of a round that stopped at row n", id="nan-when-p-equals-q")
+
+
+def _round_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, Hint | None]]:
+    """(what, p, q, the hint for a NaN there): the rounds the check enumerates."""
+    k1_p = torch.tensor([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], dtype=torch.float64).t().contiguous().t()
+    k1_q = torch.tensor([[0.2, 9.0, 0.7, 9.0, 0.1, 9.0]], dtype=torch.float64)[:, ::2]  # (1, 3): every second entry
+    return [
+        ("k = 2, V = 4, with a token the draft filtered out (p > 0 = q) and one filtered from both (p = q = 0)",
+         P_ROUND, Q_ROUND, NAN_WHERE_DRAFT_FILTERED),
+        ("k = 2, a draft equal to the target (p = q in both rows)", P_ROUND, P_ROUND[:2].clone(),
+         NAN_WHEN_P_EQUALS_Q),
+        ("k = 1, V = 3, p and q as non-contiguous views", k1_p, k1_q, None),
+        ("k = 3, V = 2, the draft sure of token 0 where the target is sure of token 1",
+         torch.tensor([[0.9, 0.1], [0.5, 0.5], [0.0, 1.0], [0.3, 0.7]], dtype=torch.float64),
+         torch.tensor([[0.7, 0.3], [0.5, 0.5], [1.0, 0.0]], dtype=torch.float64), NAN_WHERE_DRAFT_FILTERED),
+    ]
+
+
+def _outcomes(k: int, vocab_size: int) -> list[tuple[int, ...]]:
+    """Every token list one round can emit: 1 to k + 1 tokens."""
+    return [o for length in range(1, k + 2) for o in itertools.product(range(vocab_size), repeat=length)]
+
+
+def _round_variant(p: torch.Tensor, q: torch.Tensor, emitted: tuple[int, ...], bug: str) -> float:
+    """A classic wrong probability of one round's outcome, written out (the right one is the core's)."""
+    n, k = len(emitted) - 1, q.shape[0]
+    keep = q if bug == "always-keep" else p[:k] if bug == "uncapped" else torch.minimum(p[:k], q)  # (k, V)
+    kept = math.prod(keep[i, emitted[i]].item() for i in range(n))
+    if n == k:
+        return kept * p[k, emitted[n]].item()
+    missing = (p[n] - q[n]).clamp(min=0)  # (V,)
+    replacement = {"always-keep": 0 * missing, "uncapped": 0 * missing, "from-p": missing.sum() * p[n],
+                   "unweighted": missing / missing.sum()}[bug]
+    return kept * replacement[emitted[n]].item()
+
+
+def _as_float(value):
+    """A number, or a one-element tensor or array, as a float; anything else unchanged (the check then says so)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 or isinstance(value, np.ndarray) and value.size == 1:
+        return float(value.item())
+    return float(value) if isinstance(value, int | float | np.number) and not isinstance(value, bool) else value
+
+
+def round_probability_of(student_fn: Callable) -> CheckResult:
+    """Check a function (p (k + 1, V), q (k, V), emitted (n + 1,)) -> the probability that one sampled round of
+    speculative decoding emits exactly ``emitted``, when the rows do not depend on the tokens before."""
+    ex = Exercise("round_probability")
+    mistakes_of = {
+        Hint(idea="a proposal the draft over-proposes (q > p) must survive a coin flip with probability p/q: kept "
+                  "without it, a token comes out as often as the draft proposes it, and no round ever rejects",
+             code="the chance that position i's proposal is x and is kept is min(p[i, x], q[i, x])",
+             id="accept-without-ratio"): "always-keep",
+        Hint(idea="q · p/q is p only where p <= q: the keep probability is capped at 1, so a drawn-and-kept "
+                  "proposal has probability min(p, q), and rejections happen",
+             code="torch.minimum(p[i], q[i])[x], not p[i, x]", id="uncapped-ratio"): "uncapped",
+        Hint(idea="after a rejection the replacement comes from the residual max(0, p − q), not from p: drawing "
+                  "from p gives again the probability the kept proposals already delivered",
+             code="P(reject at row n) · residual(x) = max(0, p[n, x] − q[n, x])", id="correction-from-p"):
+            "from-p",
+        Hint(idea="the last token of a short round needs two events: a rejection at row n (probability "
+                  "Σ max(0, p − q)) and then the draw of x from the renormalised residual; you left out the first",
+             code="their product is max(0, p[n, x] − q[n, x]), with no division", id="rejection-not-weighted"):
+            "unweighted",
+    }
     with ex.run():
-        got = ex.call(student_fn, P.clone(), Q.clone())
-        if not ex.require("returns two tensors (accept, correction)", isinstance(got, tuple | list) and len(got) == 2,
-                          hint="return accept, correction"):
-            return ex.result
-        accept, correction = got
-        expected_accept = acceptance_probability(P, Q)
-        ex.compare(
-            "the probability of keeping each proposed token", accept, expected_accept,
-            hint=Hint(idea="keep a token for sure where the draft under-proposes it (q <= p); where q > p keep it "
-                           "only with probability p/q", code="torch.clamp(p / q, max=1.0)"),
-            mistakes={
-                Hint(idea="accepting when q > p without the probability p/q: then the draft's over-proposed tokens "
-                          "come out as often as the draft proposes them, not as the target wants",
-                     code="accept = torch.minimum(torch.ones_like(p), p / q)", id="accept-without-ratio"):
-                    torch.ones_like(P),
-                Hint(idea="cap the ratio at 1: a probability cannot exceed 1 (where q < p the token is always kept)",
-                     id="uncapped-ratio"): P / Q,
-                Hint(idea="the ratio is p / q (target over draft), not q / p", id="inverted-ratio"): (
-                    torch.clamp(Q / P, max=1.0)),
-            },
-        )
-        missing = (P - Q).clamp(min=0)
-        ex.compare(
-            "the distribution of the correction after a rejection", correction, residual_distribution(P, Q),
-            hint=Hint(idea="draw the correction from what the target wants and the accepted proposals did not give: "
-                           "max(0, p - q), renormalised", code="r = (p - q).clamp(min=0); correction = r / r.sum()"),
-            mistakes={
-                Hint(idea="sampling the correction from p counts the accepted tokens' probability twice: use "
-                          "max(0, p - q), renormalised", code="r = (p - q).clamp(min=0); correction = r / r.sum()",
-                     id="correction-from-p"): P,
-                Hint(idea="renormalise max(0, p - q) so it sums to 1", id="residual-not-normalised"): missing,
-                Hint(idea="it is max(0, p - q): the tokens the draft under-proposed need the extra probability",
-                     id="residual-inverted"): (Q - P).clamp(min=0) / (Q - P).clamp(min=0).sum(),
-            },
-        )
-        output = Q * accept + (1 - (Q * accept).sum()) * correction  # kept proposals plus corrections
-        ex.compare("the tokens come out distributed exactly as p", output, P,
-                   hint="with the right accept and correction, q·accept + P(reject)·correction equals p")
-
-        got = ex.call(student_fn, P_FILTERED.clone(), Q_FILTERED.clone())
-        accept, correction = got
-        finite = bool(torch.isfinite(accept).all() and (accept >= 0).all() and (accept <= 1).all())
-        ex.require(
-            "after top-k filtering every keep probability is a probability (where q = 0 the token is never proposed, "
-            "so any value in [0, 1] is right there)", finite, problem=f"got {accept}",
-            hint=Hint(idea="p / q is 0 / 0 = NaN where both are 0, and clamping keeps NaN: choose the entry without "
-                           "dividing there, e.g. with torch.where(q > 0, torch.clamp(p / q, max=1), 0)",
-                      code="accept = torch.where(q > p, p / q, torch.ones_like(p))", id="nan-where-both-zero"))
-        if finite:
-            ex.compare("after top-k filtering, q·accept: the chance each token is proposed and kept, min(p, q)",
-                       Q_FILTERED * accept, torch.minimum(P_FILTERED, Q_FILTERED),
-                       hint="keep with probability min(1, p/q) wherever the draft can propose the token (q > 0)")
-            kept = Q_FILTERED * accept  # (V,)
-            ex.compare("after top-k filtering the tokens come out distributed exactly as p",
-                       kept + (1 - kept.sum()) * correction, P_FILTERED,
-                       hint="the correction is max(0, p - q), renormalised, as above")
-
-        got = ex.call(student_fn, P.clone(), P.clone())
-        accept, correction = got
-        ex.compare("the keep probability when the draft equals the target (p = q)", accept, torch.ones_like(P),
-                   hint="where q <= p every proposal is kept")
-        ex.require(
-            "when p = q the correction is still a distribution (no NaN)",
-            bool(torch.isfinite(correction).all() and torch.isclose(correction.sum(), torch.tensor(1.0).double())),
-            problem=f"got {correction}",
-            hint=Hint(idea="max(0, p - q) is all zeros when p = q, and 0 / 0 = NaN (nothing is ever rejected then, "
-                           "but the output q·accept + 0·NaN is NaN too): when its sum is 0, return any distribution, "
-                           "e.g. p itself", code="correction = missing / total if total > 0 else p",
-                      id="nan-when-p-equals-q"))
+        for what, p, q, nan_hint in _round_cases():
+            k, vocab_size = q.shape
+            outcomes = _outcomes(k, vocab_size)
+            got = [_as_float(ex.call(student_fn, p, q, torch.tensor(o))) for o in outcomes]
+            bad = [(o, g) for o, g in zip(outcomes, got, strict=True)
+                   if not (isinstance(g, float) and math.isfinite(g))]
+            if not ex.require(
+                    f"{what}: every outcome's probability is a number", not bad,
+                    problem=f"for the tokens {list(bad[0][0])} you returned {bad[0][1]!r}" if bad else "",
+                    hint=nan_hint if bad and isinstance(bad[0][1], float) and nan_hint else Hint(
+                        idea="return one number per call: the probability of that token list",
+                        id="not-a-finite-number")):
+                break
+            expected = [round_probability(p, q, torch.tensor(o)).item() for o in outcomes]
+            if not ex.compare(
+                    f"{what}: the probability of each of the {len(outcomes)} token lists a round can emit", got,
+                    expected, atol=1e-9, rtol=1e-7,
+                    hint=Hint(idea="a round emits n kept proposals, then one more token: the replacement after a "
+                                   "rejection at row n, or the bonus token from the last row when all k were kept",
+                              code="the product of min(p[i], q[i])[x_i] for i < n, times max(0, p[n] − q[n])[x_n] "
+                                   "(n < k) or p[k][x_k] (n = k)"),
+                    mistakes={hint: [_round_variant(p, q, o, bug) for o in outcomes]
+                              for hint, bug in mistakes_of.items()}):
+                break  # the same mistake would fail the next rounds too: one diagnosis is enough
     return ex.result
 
 
-def predict_tokens_per_call(student_fn: Callable) -> CheckResult:
-    """Check a function (kept: kept proposals per round at k = 1, each 0 or 1; k) -> the tokens per target call
-    predicted at k, if each proposal is kept independently with the acceptance rate those rounds estimate."""
-    ex = Exercise("predict_tokens_per_call")
-    with ex.run():
-        for kept, k in (([1, 1, 0, 1, 1], 3), ([1, 0, 1, 1, 0, 1, 1, 1], 4), ([0, 0, 1, 0], 2), ([1, 1, 1], 5)):
-            got = ex.call(student_fn, list(kept), k)
-            alpha = sum(kept) / len(kept)  # at k = 1 every round examines its one proposal
-            ex.compare(
-                f"kept at k = 1: {kept}; predicted tokens per call at k = {k}", got,
-                expected_tokens_per_call(alpha, k),
-                hint=Hint(idea="at k = 1 every round examines its one proposal, so α = kept / rounds; at k the i-th "
-                               "proposal is used only if the first i were all kept (probability α^i), and the target "
-                               "adds one token of its own every call",
-                          code="a = sum(kept) / len(kept); sum(a ** i for i in range(k + 1))"),
-                mistakes={
-                    Hint(idea="count the target's own token: every call adds one, even when the first proposal is "
-                              "rejected", id="no-own-token"): expected_tokens_per_call(alpha, k) - 1,
-                    Hint(idea="a later proposal counts only if every earlier one was kept: α^i, not α each",
-                         id="independent-terms"): 1 + alpha * k,
-                    Hint(idea="the k-th proposal counts too: the powers run from α^0 to α^k, k + 1 terms",
-                         code="sum(a ** i for i in range(k + 1))", id="one-term-short"): (
-                        expected_tokens_per_call(alpha, k - 1)),
-                    Hint(idea="a round of k proposals is not k rounds of one: it stops at its first rejection, so "
-                              "the k = 1 tokens per call do not scale with k", id="scaled-by-k"): k * (1 + alpha),
-                },
-            )
-    return ex.result
+# (kept per round, k, k_new): 19 of 20 at k = 1 (the lesson's k = 1 rate), rounds with unexamined proposals, rounds
+# that kept all k (no rejection to count), a prediction at a smaller k, and all k kept in every round (α's interval
+# then reaches 1).
+RANGE_CASES = (([1] * 19 + [0], 1, 3), ([4, 1, 0, 4, 2, 3], 4, 6), ([8, 2, 8, 5, 0, 8, 8], 8, 2),
+               ([0, 1, 0, 0, 1], 2, 4), ([3, 3, 3], 3, 5))
 
 
-def acceptance_from_rounds(student_fn: Callable) -> CheckResult:
-    """Check a function (kept: list of kept proposals per round, k) -> the acceptance rate counted as Leviathan et al.
-    do: kept proposals over examined ones (each round examines its kept proposals and its first rejection, if any)."""
-    ex = Exercise("acceptance_from_rounds")
+def _ends(accepted: int, examined: int, powers: range) -> tuple[float, float]:
+    """Σ α^i over ``powers`` at both ends of α's Wilson interval: a wrong count or a wrong sum, written out."""
+    low, high = acceptance_interval(accepted, examined)
+    return sum(low**i for i in powers), sum(high**i for i in powers)
+
+
+def predicted_range(student_fn: Callable) -> CheckResult:
+    """Check a function (kept: proposals kept per round at k, k, k_new) -> (low, high): the tokens per target call
+    predicted at ``k_new``, 1 + α + … + α^k_new, at the two ends of α's 95 % Wilson interval, α counted over the
+    examined proposals of the rounds at k."""
+    ex = Exercise("predicted_range")
     with ex.run():
-        cases = (([4, 1, 0, 4, 2, 3], 4), ([3, 3, 3], 3), ([2, 0, 1], 3), ([0, 0, 0, 0], 2), ([1, 0, 1, 1], 1),
-                 ([1, 1, 1], 2), ([6, 6, 2, 6], 6))
-        for kept, k in cases:
-            got = ex.call(student_fn, list(kept), k)
+        for kept, k, k_new in RANGE_CASES:
+            got = ex.call(student_fn, list(kept), k, k_new)
             total, rounds = sum(kept), len(kept)
             examined = total + sum(n < k for n in kept)
-            ex.compare(
-                f"kept per round {kept}, k = {k}", got, total / examined,
-                hint=Hint(idea="a round examines its proposals in order and stops at the first rejection: count the "
-                               "kept ones plus that one rejection (none when all k were kept)",
-                          code="sum(kept) / sum(n + (n < k) for n in kept)"),
-                mistakes={
-                    Hint(idea="proposals after the first rejection were never examined: they are not rejections, "
-                              "leave them out of the denominator", id="counted-unexamined"): total / (k * rounds),
-                    Hint(idea="a round in which all k proposals were kept has no rejection: count one only where "
-                              "n < k", id="rejection-in-every-round"): total / (total + rounds),
-                    Hint(idea="that is the kept proposals per round (tokens per call minus one), not a probability: "
-                              "divide by the examined proposals", id="kept-per-round"): total / rounds,
-                },
-            )
-        got = ex.call(student_fn, [], 4)
-        ex.require("no rounds at all: nothing examined, so no estimate (return nan, not a ZeroDivisionError)",
-                   isinstance(got, float) and got != got, problem=f"got {got!r}",
-                   hint=Hint(idea="with no examined proposal kept / examined is 0 / 0: return float('nan') there "
-                                  "instead of dividing", code="return sum(kept) / examined if examined else "
-                                                              "float('nan')"))
+
+            expected = tuple(expected_tokens_per_call(a, k_new) for a in acceptance_interval(total, examined))
+            mistakes = {
+                Hint(idea="proposals after a round's first rejection were never examined: they are not rejections, "
+                          "leave them out of the count α's interval is computed from", id="counted-unexamined"):
+                    _ends(total, k * rounds, range(k_new + 1)),
+                Hint(idea="a round that kept all k proposals has no rejection: count one rejection only where "
+                          "n < k", id="rejection-in-every-round"): _ends(total, total + rounds, range(k_new + 1)),
+                Hint(idea="count the target's own token: every call adds one, even when the first proposal is "
+                          "rejected, so the sum starts at α^0 = 1", id="no-own-token"):
+                    _ends(total, examined, range(1, k_new + 1)),
+                Hint(idea="the k_new-th proposal counts too: the powers run from α^0 to α^k_new, k_new + 1 terms",
+                     id="one-term-short"): _ends(total, examined, range(k_new)),
+                Hint(idea="predict at the new k: the rounds measured at k give α, the sum runs to the new k",
+                     id="measured-k-not-new-k"): _ends(total, examined, range(k + 1)),
+            }
+            if not ex.compare(
+                    f"kept per round {kept} at k = {k}; predicted tokens per call at k = {k_new}", got, expected,
+                    atol=1e-9, rtol=1e-7,
+                    hint=Hint(idea="α = kept / examined (a round examines its kept proposals and its first rejection, "
+                                   "if any); take both ends of acceptance_interval and put each into 1 + α + … + "
+                                   "α^k_new (it grows with α)",
+                              code="examined = sum(n + (n < k) for n in kept); acceptance_interval(sum(kept), "
+                                   "examined)"),
+                    mistakes={h: v for h, v in mistakes.items() if k != k_new or h.id != "measured-k-not-new-k"}):
+                break  # one diagnosis per mistake
     return ex.result
 
 
