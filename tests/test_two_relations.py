@@ -7,9 +7,11 @@ import torch
 from bounds import bound, bound_seeds
 from transformer_lib.two_relations import (
     TwoRelationsHistory,
+    TwoRelationsModel,
     TwoRelationsTask,
     train_two_relations,
     two_relations_batch,
+    two_relations_loss,
 )
 
 
@@ -40,6 +42,33 @@ def test_two_heads_learn_both_relations_where_one_head_of_twice_the_width_cannot
     bound("two heads: both relations right", two.both[-1], at_least=0.95)  # the bounds lesson 06 asserts
     bound("one head: both relations right", one.both[-1], at_most=0.3)
     bound("one head: previous value right", one.previous[-1], at_least=0.9)
+
+
+def test_the_loss_of_both_relations_is_the_sum_of_each_alone():
+    task = TwoRelationsTask()
+    batch = two_relations_batch(task, 16, torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    model = TwoRelationsModel(task, d_model=16, num_heads=2)
+    previous_logits, match_logits = model(batch)  # (batch, T, V) each
+    match_alone = two_relations_loss(model, batch, ("match",))
+    torch.testing.assert_close(match_alone, torch.nn.functional.cross_entropy(match_logits.flatten(0, 1),
+                                                                              batch.match.flatten()))
+    torch.testing.assert_close(two_relations_loss(model, batch),
+                               two_relations_loss(model, batch, ("previous",)) + match_alone)
+
+
+@pytest.mark.parametrize("relations", [(), ("match", "match"), ("next",)])
+def test_relations_other_than_previous_and_match_are_clear_errors(relations):
+    with pytest.raises(ValueError, match="name one or both of"):
+        train_two_relations(num_heads=1, steps=1, relations=relations)
+
+
+@pytest.mark.trained
+@pytest.mark.parametrize("seed", bound_seeds((3,)))
+def test_one_wide_head_learns_the_relation_by_content_alone(seed):
+    """Lesson 06's control: the one head that fails on two relations learns the named-key relation on its own."""
+    _, alone = train_two_relations(num_heads=1, seed=seed, relations=("match",))
+    bound("one head, named-key relation alone: value right", alone.match[-1], at_least=0.95)
 
 
 def test_the_plot_draws_one_line_per_run_with_labels():

@@ -22,6 +22,8 @@ from torch import nn
 from .device import set_seed, single_thread
 from .multi_head import MultiHeadAttention
 
+RELATIONS = ("previous", "match")  # the previous position's value; the value under the key the query names
+
 
 @dataclass(frozen=True)
 class TwoRelationsTask:
@@ -88,11 +90,24 @@ class TwoRelationsModel(nn.Module):
         return self.previous_readout(h), self.match_readout(h)  # (batch, T, V) each
 
 
-def two_relations_loss(model: TwoRelationsModel, batch: TwoRelationsBatch) -> torch.Tensor:
-    """The sum of both relations' cross-entropies (position 0 has no previous value and is left out of the first)."""
+def check_relations(relations: tuple[str, ...]) -> None:
+    """Raise a ValueError unless ``relations`` names one or both of :data:`RELATIONS`, each once."""
+    if not relations or len(set(relations)) != len(relations) or not set(relations) <= set(RELATIONS):
+        raise ValueError(f"relations={relations!r}: name one or both of {RELATIONS}, each once, "
+                         "e.g. ('match',) to train on the value under the named key alone")
+
+
+def two_relations_loss(model: TwoRelationsModel, batch: TwoRelationsBatch,
+                       relations: tuple[str, ...] = RELATIONS) -> torch.Tensor:
+    """The sum of the cross-entropies of ``relations`` (both by default; position 0 has no previous value and is
+    left out of "previous")."""
+    check_relations(relations)
     previous_logits, match_logits = model(batch)  # (batch, T, V) each
-    return (F.cross_entropy(previous_logits.flatten(0, 1), batch.previous.flatten(), ignore_index=-1)
-            + F.cross_entropy(match_logits.flatten(0, 1), batch.match.flatten()))
+    losses = {
+        "previous": F.cross_entropy(previous_logits.flatten(0, 1), batch.previous.flatten(), ignore_index=-1),
+        "match": F.cross_entropy(match_logits.flatten(0, 1), batch.match.flatten()),
+    }
+    return sum(losses[name] for name in relations)
 
 
 @torch.no_grad()
@@ -119,10 +134,13 @@ class TwoRelationsHistory:
 def train_two_relations(
     num_heads: int, seed: int = 0, task: TwoRelationsTask | None = None, d_model: int = 64, steps: int = 150,
     batch_size: int = 64, lr: float = 1e-2, eval_every: int = 25, eval_size: int = 1000,
+    relations: tuple[str, ...] = RELATIONS,
 ) -> tuple[TwoRelationsModel, TwoRelationsHistory]:
     """Train a :class:`TwoRelationsModel` with ``num_heads`` heads (Adam at a constant ``lr``, fresh batches from a
-    generator seeded with ``seed``) and measure it on ``eval_size`` held-out sequences before the first step, every
-    ``eval_every`` steps and after the last. On the CPU, one thread: the matrices are tiny."""
+    generator seeded with ``seed``) on the loss of ``relations`` (both by default; ``("match",)`` is the control
+    with the relation by content alone) and measure it on ``eval_size`` held-out sequences before the first step,
+    every ``eval_every`` steps and after the last. On the CPU, one thread: the matrices are tiny."""
+    check_relations(relations)
     task = task or TwoRelationsTask()
     set_seed(seed)
     model = TwoRelationsModel(task, d_model, num_heads)
@@ -140,7 +158,7 @@ def train_two_relations(
     with single_thread():
         evaluate(0)
         for step in range(1, steps + 1):
-            loss = two_relations_loss(model, two_relations_batch(task, batch_size, generator))
+            loss = two_relations_loss(model, two_relations_batch(task, batch_size, generator), relations)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
