@@ -90,7 +90,7 @@ class TwoRelationsModel(nn.Module):
         return self.previous_readout(h), self.match_readout(h)  # (batch, T, V) each
 
 
-def check_relations(relations: tuple[str, ...]) -> None:
+def _check_relations(relations: tuple[str, ...]) -> None:
     """Raise a ValueError unless ``relations`` names one or both of :data:`RELATIONS`, each once."""
     if not relations or len(set(relations)) != len(relations) or not set(relations) <= set(RELATIONS):
         raise ValueError(f"relations={relations!r}: name one or both of {RELATIONS}, each once, "
@@ -101,7 +101,7 @@ def two_relations_loss(model: TwoRelationsModel, batch: TwoRelationsBatch,
                        relations: tuple[str, ...] = RELATIONS) -> torch.Tensor:
     """The sum of the cross-entropies of ``relations`` (both by default; position 0 has no previous value and is
     left out of "previous")."""
-    check_relations(relations)
+    _check_relations(relations)
     previous_logits, match_logits = model(batch)  # (batch, T, V) each
     losses = {
         "previous": F.cross_entropy(previous_logits.flatten(0, 1), batch.previous.flatten(), ignore_index=-1),
@@ -140,7 +140,7 @@ def train_two_relations(
     generator seeded with ``seed``) on the loss of ``relations`` (both by default; ``("match",)`` is the control
     with the relation by content alone) and measure it on ``eval_size`` held-out sequences before the first step,
     every ``eval_every`` steps and after the last. On the CPU, one thread: the matrices are tiny."""
-    check_relations(relations)
+    _check_relations(relations)
     task = task or TwoRelationsTask()
     set_seed(seed)
     model = TwoRelationsModel(task, d_model, num_heads)
