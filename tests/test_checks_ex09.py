@@ -342,3 +342,40 @@ def test_training_loop_uses_its_arguments():
     assert_diagnosed(check.training_loop(_loop_with(pad=0)), "pad-id-hardcoded")
     assert_diagnosed(check.training_loop(_loop_with(clip=1.0)), "clip-norm-hardcoded")
     assert_diagnosed(check.training_loop(_loop_with(src_mask=False)), "source-padding-not-masked")
+
+
+def clip(grads, max_norm, norm_of="global", cap=True):
+    """Clipping by the global norm, or with one classic mistake: the norm of each gradient, the squared norm, the
+    largest entry; ``cap=False`` scales up gradients under the limit too."""
+    flat = torch.cat([g.flatten() for g in grads])
+    norm = {"global": flat.norm(), "squared": flat.square().sum(), "max": flat.abs().max()}.get(norm_of)
+    if norm_of == "each":
+        return flat.norm(), [g * min(1.0, max_norm / (g.norm().item() + 1e-6)) for g in grads]
+    factor = max_norm / (norm + 1e-6)
+    return norm, [g * (factor.clamp(max=1.0) if cap else factor) for g in grads]
+
+
+def clip_in_place(grads, max_norm):
+    """Another correct way: a norm of norms, no epsilon, the gradients scaled in place."""
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    if norm > max_norm:
+        for g in grads:
+            g.mul_(max_norm / norm)
+    return norm.item(), grads
+
+
+def test_clip_global_accepts_correct_variants(capsys):
+    assert check.clip_global(clip).ok
+    assert check.clip_global(clip_in_place).ok
+    assert not check.clip_global(stub).attempted
+
+
+def test_clip_global_names_each_mistake(capsys):
+    assert_diagnosed(check.clip_global(lambda g, m: clip(g, m, norm_of="each")), "per-parameter-norm")
+    assert_diagnosed(check.clip_global(lambda g, m: clip(g, m, cap=False)), "scaled-up-below-limit")
+    assert_diagnosed(check.clip_global(lambda g, m: clip(g, m, norm_of="squared")), "squared-norm")
+    assert_diagnosed(check.clip_global(lambda g, m: clip(g, m, norm_of="max")), "max-not-norm")
+    result = check.clip_global(lambda g, m: (clip(g, m)[0], clip(g, m)[1][:-1]))
+    assert_rejected_with(result, "one clipped gradient per gradient")
+    assert_rejected_with(check.clip_global(lambda g, m: (clip(g, m)[0] ** 2, clip(g, m)[1])),
+                         "the norm before clipping")

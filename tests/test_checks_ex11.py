@@ -265,3 +265,98 @@ def test_scaling_fit_hints_once_for_a_wrong_line():
         return -slope, losses[0] * params[0] ** -slope
 
     assert _one_hint(check.scaling_fit(two_points)).diagnoses[0]["mistake"] == "other-wrong-answer"
+
+
+def adamw_next(w, g, state, group, bug=None):
+    """PyTorch's next AdamW step from its saved state, or with one classic mistake."""
+    lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+    t = state["step"] + {"behind": 0, "ahead": 2}.get(bug, 1)
+    if bug == "decay in moment":
+        g = g + decay * w
+    else:
+        w = w * (1 - (decay if bug == "decay without lr" else lr * decay))
+    m = beta1 * state["exp_avg"] + (1 - beta1) * g
+    v = beta2 * state["exp_avg_sq"] + (1 - beta2) * g * g
+    m_hat, v_hat = (m, v) if bug == "no correction" else (m / (1 - beta1**t), v / (1 - beta2**t))
+    scale = (v_hat + eps).sqrt() if bug == "eps inside" else v_hat.sqrt() + eps
+    stored = (m_hat, v_hat) if bug == "corrected stored" else (m, v)
+    step = state["step"] + (0 if bug == "step kept" else 1)
+    return w - lr * m_hat / scale, {"step": step, "exp_avg": stored[0], "exp_avg_sq": stored[1]}
+
+
+def adamw_next_in_place(w, g, state, group):
+    """Another correct way: in place, as torch.optim.AdamW does, the bias corrections folded into the step size."""
+    (beta1, beta2), lr = group["betas"], group["lr"]
+    state["step"] += 1
+    t = state["step"]
+    w.mul_(1 - lr * group["weight_decay"])
+    state["exp_avg"].lerp_(g, 1 - beta1)
+    state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    denominator = (state["exp_avg_sq"].sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
+    w.addcdiv_(state["exp_avg"], denominator, value=-lr / (1 - beta1**t))
+    return w, state
+
+
+def test_adamw_next_step_accepts_correct_variants(capsys):
+    assert check.adamw_next_step(adamw_next).ok
+    assert check.adamw_next_step(adamw_next_in_place).ok
+    assert not check.adamw_next_step(stub).attempted
+
+
+def test_adamw_next_step_names_each_mistake(capsys):
+    for bug, mistake in (("decay in moment", "decay-inside-moment"), ("no correction", "bias-correction-missing"),
+                         ("behind", "bias-correction-off-by-one"), ("ahead", "bias-correction-off-by-one"),
+                         ("eps inside", "eps-inside-sqrt"), ("decay without lr", "decay-without-lr"),
+                         ("corrected stored", "stored-corrected-moments"), ("step kept", "step-count-not-advanced")):
+        assert_diagnosed(check.adamw_next_step(lambda *args, bug=bug: adamw_next(*args, bug=bug)), mistake)
+    assert_rejected_with(check.adamw_next_step(lambda *args: adamw_next(*args)[0]), "returns (w, state)")
+
+
+def resume(checkpoint, model, forget=()):
+    """Resume from the checkpoint, or forget one of its parts."""
+    if "weights" not in forget:
+        model.load_state_dict(checkpoint["model"])
+    optimizer = torch.optim.AdamW(model.parameters())  # load_state_dict restores the lr too
+    if "optimizer" not in forget:
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    generator = torch.Generator()
+    if "generator" in forget:
+        generator.manual_seed(3)  # the run's seed: the first batches again
+    else:
+        generator.set_state(checkpoint["generator"])
+    return optimizer, generator, 0 if "step" in forget else checkpoint["step"]
+
+
+def resume_other_way(checkpoint, model):
+    """Another correct way: a new model's weights copied in, the lr given, the step as a tensor."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.copy_(checkpoint["model"][name])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    return optimizer, torch.Generator().set_state(checkpoint["generator"]), torch.tensor(checkpoint["step"])
+
+
+def test_resume_accepts_correct_variants(capsys):
+    assert check.resume(resume).ok
+    assert check.resume(resume_other_way).ok
+    assert not check.resume(stub).attempted
+
+
+def test_resume_names_each_forgotten_part_and_shows_the_jump(capsys):
+    result = check.resume(lambda c, m: resume(c, m, forget=("optimizer",)))
+    assert_diagnosed(result, "forgot-optimizer-state")
+    assert_rejected_with(result, "the uninterrupted run's loss is")
+    assert_diagnosed(check.resume(lambda c, m: resume(c, m, forget=("weights",))), "forgot-model-weights")
+    assert_diagnosed(check.resume(lambda c, m: resume(c, m, forget=("generator",))), "forgot-batch-generator")
+    result = check.resume(lambda c, m: resume(c, m, forget=("step",)))
+    assert_diagnosed(result, "forgot-step-count")
+    assert_rejected_with(result, "the resumed run took 10 steps")
+    assert_rejected_with(check.resume(lambda c, m: resume(c, m)[:2]), "returns (optimizer, generator, step)")
+
+
+def test_resume_leaves_the_global_generator_alone(capsys):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    check.resume(resume)
+    assert torch.equal(torch.get_rng_state(), before)

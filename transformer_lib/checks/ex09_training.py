@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from ..data import make_translation_task
 from ..masks import padding_mask
 from ..model import Transformer, TransformerConfig
+from ..optim import clip_grad_norm
 from ..training import (
     label_smoothed_cross_entropy,
     shift_for_teacher_forcing,
@@ -545,4 +546,90 @@ def training_loop(student_fn: Callable[..., list[float]]) -> CheckResult:
                       mistakes={hint: runs[hint][1] for hint in update_mistakes if hint in runs}):
             ex.compare(f"the losses of all {LOOP_STEPS} steps", losses, expected_losses, **EXACT,
                        hint="return loss.item() of every step, measured before that step's update")
+    return ex.result
+
+
+def _clip_cases() -> list[tuple[str, list[torch.Tensor], float]]:
+    """(description, gradients of several shapes (float64), max_norm): a global norm of about 5.5 clipped to 1.0 (the
+    smallest gradient's own norm is below 1.0); a global norm of about 0.7, under the limit 2.0; and a norm of about
+    12 clipped to 3.0, one gradient not contiguous in memory."""
+    generator = torch.Generator().manual_seed(9)
+
+    def gradient(*shape: int, scale: float) -> torch.Tensor:
+        return scale * torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    stored = gradient(5, 3, scale=2.0)  # (5, 3), passed on transposed: (3, 5)
+    return [("3 gradients of shapes (4, 3), (5,) and (2, 2, 2), global norm above max_norm 1.0",
+             [gradient(4, 3, scale=1.5), gradient(5, scale=0.2), gradient(2, 2, 2, scale=0.5)], 1.0),
+            ("2 gradients of shapes (3,) and (2, 3), global norm below max_norm 2.0",
+             [gradient(3, scale=0.3), gradient(2, 3, scale=0.2)], 2.0),
+            ("gradients of shapes (3, 5) (not contiguous), (7,) and (1,), clipped to 3.0",
+             [stored.T, gradient(7, scale=3.0), gradient(1, scale=1.0)], 3.0)]
+
+
+def _flat(grads: list[torch.Tensor]) -> torch.Tensor:
+    """All the gradients as one long vector (the global norm's view of them)."""
+    return torch.cat([g.reshape(-1) for g in grads])
+
+
+PER_PARAMETER_HINT = Hint(idea="you clipped each gradient by its own norm: clipping takes the norm of all the "
+                               "gradients together, as one long vector, and scales every one by the same factor",
+                          id="per-parameter-norm")
+SCALED_UP_HINT = Hint(idea="your gradients grew: when the global norm is already below max_norm, clipping leaves "
+                           "them unchanged (the factor is capped at 1)", id="scaled-up-below-limit")
+SQUARED_NORM_HINT = Hint(idea="you used the sum of squares: the norm is its square root", id="squared-norm")
+MAX_NORM_HINT = Hint(idea="you took the largest entry: the global norm is the L2 norm of every entry of every "
+                          "gradient", id="max-not-norm")
+
+
+def _clip_mistakes(grads: list[torch.Tensor], max_norm: float) -> dict[Hint, tuple[float, torch.Tensor]]:
+    """(norm, all clipped gradients as one vector) of each classic mistake of ``clip_global``."""
+    flat = _flat(grads)
+
+    def clipped_by(norm: torch.Tensor, cap: bool = True) -> torch.Tensor:
+        factor = max_norm / (norm + 1e-6)
+        return flat * (torch.clamp(factor, max=1.0) if cap else factor)
+
+    norm = flat.norm()
+    per_parameter = _flat([g * torch.clamp(max_norm / (g.norm() + 1e-6), max=1.0) for g in grads])
+    squared, largest = flat.square().sum(), flat.abs().max()
+    return {PER_PARAMETER_HINT: (norm, per_parameter), SCALED_UP_HINT: (norm, clipped_by(norm, cap=False)),
+            SQUARED_NORM_HINT: (squared, clipped_by(squared)), MAX_NORM_HINT: (largest, clipped_by(largest))}
+
+
+def clip_global(student_fn: Callable[[list[torch.Tensor], float], tuple[Any, list[torch.Tensor]]]) -> CheckResult:
+    """Check ``clip_global(grads, max_norm)`` -> (norm before clipping, clipped gradients), against the library's
+    ``clip_grad_norm`` on three lists of gradients; the first wrong case ends the check."""
+    ex = Exercise("clip_global")
+    with ex.run():
+        for description, grads, max_norm in _clip_cases():
+            parameters = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
+            for parameter, g in zip(parameters, grads, strict=True):
+                parameter.grad = g.clone()
+            expected_norm = clip_grad_norm(parameters, max_norm)
+            expected = _flat([p.grad for p in parameters])
+            result = ex.call(student_fn, [g.clone() for g in grads], max_norm)
+            shapes = [tuple(g.shape) for g in grads]
+            returned = (isinstance(result, tuple | list) and len(result) == 2 and isinstance(result[1], list | tuple)
+                        and all(isinstance(g, torch.Tensor) for g in result[1]))
+            if not ex.require(f"{description}: returns (norm, a list of clipped gradients)", returned,
+                              problem=f"got {type(result).__name__}", hint="return norm, clipped"):
+                return ex.result
+            norm, clipped = result
+            if not ex.require(f"{description}: one clipped gradient per gradient, of its shape",
+                              [tuple(g.shape) for g in clipped] == shapes,
+                              problem=f"expected shapes {shapes}, got {[tuple(g.shape) for g in clipped]}",
+                              hint="scale each gradient, keep its shape"):
+                return ex.result
+            mistakes = _clip_mistakes(grads, max_norm)
+            if not ex.compare(f"{description}: the clipped gradients", _flat(list(clipped)), expected,
+                              hint="one factor for all: max_norm / global norm, capped at 1",
+                              mistakes=_unambiguous({hint: value for hint, (_, value) in mistakes.items()},
+                                                    expected)):
+                return ex.result
+            if not ex.compare(f"{description}: the norm before clipping", norm, expected_norm,
+                              hint="return the global norm measured before scaling",
+                              mistakes=_unambiguous({hint: value for hint, (value, _) in mistakes.items()},
+                                                    expected_norm)):
+                return ex.result
     return ex.result

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..attention import scaled_dot_product_attention
 from ..chunked_attention import online_softmax_update
+from ..device import single_thread
 from ..evaluation import baseline_losses, bigram_probabilities, unigram_probabilities
 from ..gpt import GPT, GPTConfig
 from ..masks import causal_mask, padding_mask
+from ..optim import AdamW
 from ..scaling import fit_power_law
-from ..training import LMHistory
+from ..training import LMHistory, LMTrainingState, train_gpt
 from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 
 
@@ -338,4 +341,242 @@ def scaling_fit(student_fn: Callable) -> CheckResult:
                      id="log-base-mismatch"): math.exp(log10_intercept),
             },
         )
+    return ex.result
+
+
+# -- AdamW's next step, from PyTorch's saved state ----------------------------------------------------------------
+
+ADAMW_TOLERANCE = {"atol": 1e-12, "rtol": 1e-9}  # float64: the same formula in another order agrees to ~1e-15
+
+
+def _adamw_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, dict[str, Any], dict[str, Any]]]:
+    """(description, w, g, state, group): a weight after k steps of ``torch.optim.AdamW`` and the gradient of step
+    k + 1, with the optimiser's saved state and hyper-parameters (``state_dict()["state"][0]`` and its
+    ``param_groups[0]``), the step count an int. Three weights: (4, 3) after 3 steps; (3, 5) not contiguous after
+    1 step, other betas and a large eps; (6,) with gradients of about 1e-4 after 7 steps."""
+    generator = torch.Generator().manual_seed(11)
+    settings = [("a (4, 3) weight after 3 steps, lr 0.01, weight_decay 0.1", (4, 3), 3, 1.0,
+                 dict(lr=1e-2, weight_decay=0.1)),
+                ("a (3, 5) weight, not contiguous, after 1 step: betas (0.8, 0.99), eps 0.01, weight_decay 0.5",
+                 (5, 3), 1, 1.0, dict(lr=3e-2, betas=(0.8, 0.99), eps=1e-2, weight_decay=0.5)),
+                ("a (6,) bias with gradients of about 1e-4, after 7 steps, default hyper-parameters", (6,), 7, 1e-4,
+                 {})]
+    cases = []
+    for description, shape, steps, scale, options in settings:
+        w = torch.nn.Parameter(torch.randn(*shape, generator=generator, dtype=torch.float64))
+        optimizer = torch.optim.AdamW([w], **options)
+        for _ in range(steps):
+            w.grad = scale * torch.randn(*shape, generator=generator, dtype=torch.float64)
+            optimizer.step()
+        g = scale * torch.randn(*shape, generator=generator, dtype=torch.float64)
+        saved = optimizer.state_dict()
+        weight, gradient = w.detach().clone(), g
+        if len(shape) == 2 and shape[0] == 5:  # handed over transposed: (3, 5), not contiguous
+            weight = weight.T
+            gradient = gradient.T
+            saved["state"][0] = {key: value.T if key != "step" else value for key, value in saved["state"][0].items()}
+        saved["state"][0]["step"] = int(saved["state"][0]["step"])  # PyTorch keeps a float32 tensor: an int here
+        group = {key: value for key, value in saved["param_groups"][0].items() if key != "params"}
+        cases.append((description, weight, gradient, saved["state"][0], group))
+    return cases
+
+
+def _library_adamw(w: torch.Tensor, g: torch.Tensor, state: dict[str, Any], group: dict[str, Any]
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """The library's AdamW from PyTorch's saved state: (new w, new m, new v, the steps taken after it)."""
+    parameter = torch.nn.Parameter(w.clone())
+    parameter.grad = g.clone()
+    optimizer = AdamW([parameter], lr=group["lr"], betas=group["betas"], eps=group["eps"],
+                      weight_decay=group["weight_decay"])
+    optimizer.state[parameter] = {"step": int(state["step"]), "m": state["exp_avg"].clone(),
+                                  "v": state["exp_avg_sq"].clone()}
+    optimizer.step()
+    after = optimizer.state[parameter]
+    return parameter.detach(), after["m"], after["v"], after["step"]
+
+
+DECAY_IN_MOMENT = Hint("you added weight_decay · w to the gradient: that is Adam's L2 penalty, which then goes "
+                       "through m, v and the division by √v; AdamW shrinks the weight itself, beside the Adam step",
+                       id="decay-inside-moment")
+NO_BIAS_CORRECTION = Hint("you left out the bias correction: m and v start at 0, divide them by 1 − β₁ᵗ and 1 − β₂ᵗ",
+                          id="bias-correction-missing")
+OFF_BY_ONE_BEHIND = Hint("your bias correction is one step behind: the saved step counts the steps already taken, "
+                         "and this one is the next", id="bias-correction-off-by-one")
+OFF_BY_ONE_AHEAD = Hint("your bias correction is one step ahead: you counted this step twice",
+                        id="bias-correction-off-by-one")
+EPS_INSIDE = Hint("you put eps inside the square root: it is added to √v̂, outside it (as PyTorch does)",
+                  id="eps-inside-sqrt")
+DECAY_WITHOUT_LR = Hint("your decay shrinks the weight by weight_decay alone: AdamW multiplies it by the learning rate "
+                        "too", id="decay-without-lr")
+CORRECTED_STORED = Hint("you stored the bias-corrected moments: the state keeps the running means m and v themselves; "
+                        "the correction is used for the step only", id="stored-corrected-moments")
+STEP_NOT_ADVANCED = Hint("the saved step count must count this step too", id="step-count-not-advanced")
+
+
+def _adamw_mistakes(w: torch.Tensor, g: torch.Tensor, state: dict[str, Any], group: dict[str, Any]
+                    ) -> dict[Hint, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(w, m, v) after each classic mistake of the AdamW step."""
+    lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+    t = int(state["step"]) + 1  # this step's number
+
+    def step(correct: Any = (t, t), eps_inside: bool = False, in_moment: bool = False, shrink: float = lr * decay
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        gradient = g + decay * w if in_moment else g
+        m = beta1 * state["exp_avg"] + (1 - beta1) * gradient
+        v = beta2 * state["exp_avg_sq"] + (1 - beta2) * gradient**2
+        m_hat = m / (1 - beta1 ** correct[0]) if correct else m
+        v_hat = v / (1 - beta2 ** correct[1]) if correct else v
+        scale = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+        weight = w if in_moment else w * (1 - shrink)
+        return weight - lr * m_hat / scale, m, v, m_hat, v_hat
+
+    w_in, m_in, v_in, _, _ = step(in_moment=True)
+    _, _, _, m_hat, v_hat = step()
+    return {DECAY_IN_MOMENT: (w_in, m_in, v_in), NO_BIAS_CORRECTION: (step(correct=None)[0], None, None),
+            OFF_BY_ONE_BEHIND: (step(correct=(t - 1, t - 1))[0] if t > 1 else None, None, None),  # t - 1 = 0: 0/0
+            OFF_BY_ONE_AHEAD: (step(correct=(t + 1, t + 1))[0], None, None),
+            EPS_INSIDE: (step(eps_inside=True)[0], None, None), DECAY_WITHOUT_LR: (step(shrink=decay)[0], None, None),
+            CORRECTED_STORED: (None, m_hat, v_hat)}
+
+
+def _unambiguous(mistakes: dict[Hint, Any], right: Any, **tolerance: float) -> dict[Hint, Any]:
+    """The mistakes whose value differs from the right one and from every other mistake's."""
+    values = [value for value in mistakes.values() if value is not None]
+    return {hint: value for hint, value in mistakes.items() if value is not None
+            and describe_mismatch(value, right, **tolerance) is not None
+            and sum(describe_mismatch(value, other, **tolerance) is None for other in values) == 1}
+
+
+def adamw_next_step(student_fn: Callable) -> CheckResult:
+    """Check ``adamw_next_step(w, g, state, group)`` -> (new w, new state), the step ``torch.optim.AdamW`` takes next
+    from its saved state, against the library's ``AdamW``, on three weights; the first wrong one ends the check."""
+    ex = Exercise("adamw_next_step")
+    with ex.run():
+        for description, w, g, state, group in _adamw_cases():
+            expected_w, expected_m, expected_v, expected_step = _library_adamw(w, g, state, group)
+            copied = {key: value.clone() if key != "step" else value for key, value in state.items()}
+            result = ex.call(student_fn, w.clone(), g.clone(), copied, dict(group))
+            returned = (isinstance(result, tuple | list) and len(result) == 2 and isinstance(result[1], dict)
+                        and {"step", "exp_avg", "exp_avg_sq"} <= set(result[1]))
+            if not ex.require(f"{description}: returns (w, state) with the state's three entries", returned,
+                              problem=f"got {type(result).__name__}",
+                              hint='return the new weight and a dict with "step", "exp_avg" and "exp_avg_sq"'):
+                return ex.result
+            new_w, new_state = result
+            mistakes = _adamw_mistakes(w, g, state, group)
+            for what, got, expected, index in (("exp_avg, the running mean of the gradient", new_state["exp_avg"],
+                                                expected_m, 1),
+                                               ("exp_avg_sq, the running mean of its square", new_state["exp_avg_sq"],
+                                                expected_v, 2)):
+                if not ex.compare(f"{description}: {what}", got, expected, **ADAMW_TOLERANCE,
+                                  hint="mix in this step's gradient with weight 1 − β",
+                                  mistakes=_unambiguous({hint: value[index] for hint, value in mistakes.items()},
+                                                        expected, **ADAMW_TOLERANCE)):
+                    return ex.result
+            if not ex.compare(f"{description}: the saved step count", new_state["step"], expected_step,
+                              hint=STEP_NOT_ADVANCED, mistakes={STEP_NOT_ADVANCED: int(state["step"])}):
+                return ex.result
+            if not ex.compare(f"{description}: the new weight", new_w, expected_w, **ADAMW_TOLERANCE,
+                              hint="shrink the weight by lr · weight_decay, then step by lr · m̂ / (√v̂ + eps)",
+                              mistakes=_unambiguous({hint: value[0] for hint, value in mistakes.items()}, expected_w,
+                                                    **ADAMW_TOLERANCE)):
+                return ex.result
+    return ex.result
+
+
+# -- resuming a stopped run ---------------------------------------------------------------------------------------
+
+RESUME_STOP, RESUME_STEPS = 5, 10
+RESUME_SETTINGS = {"batch_size": 4, "lr": 1e-2, "seed": 3}
+RESUME_TOLERANCE = {"atol": 1e-10, "rtol": 1e-9}
+
+
+def _resume_model(seed: int = 0) -> GPT:
+    """The tiny float64 GPT the check trains, its weights drawn from ``seed``."""
+    torch.manual_seed(seed)
+    config = GPTConfig(vocab_size=12, block_size=8, d_model=16, num_heads=2, num_layers=1, d_ff=32)
+    return GPT(config).double()
+
+
+def _resume_data() -> torch.Tensor:
+    """(300,) token ids: a repeating pattern with noise, enough to learn from in a few steps."""
+    generator = torch.Generator().manual_seed(5)
+    pattern = torch.arange(300) % 7
+    noise = torch.randint(0, 12, (300,), generator=generator)
+    return torch.where(torch.rand(300, generator=generator) < 0.2, noise, pattern)
+
+
+def _stopped_run() -> tuple[list[float], dict[str, Any]]:
+    """The losses of an uninterrupted run of RESUME_STEPS steps, and the checkpoint of the same run stopped after
+    RESUME_STOP: {"model": the weights, "optimizer": AdamW's state_dict(), "generator": the batch generator's
+    state, "step": the steps taken}."""
+    data = _resume_data()
+    whole = train_gpt(_resume_model(), data, RESUME_STEPS, **RESUME_SETTINGS).step_loss
+    model, state = _resume_model(), LMTrainingState()
+    train_gpt(model, data, RESUME_STOP, state=state, **RESUME_SETTINGS)
+    checkpoint = {"model": {name: tensor.clone() for name, tensor in model.state_dict().items()},
+                  "optimizer": state.optimizer, "generator": state.generator, "step": state.step}
+    return whole, checkpoint
+
+
+FORGOT_WEIGHTS = Hint("the model does not hold the saved weights: load them into it", id="forgot-model-weights")
+FORGOT_OPTIMIZER = Hint("AdamW started afresh: its moments and step count are in the checkpoint; a fresh AdamW starts "
+                        "from zero moments, so its first steps are about lr on every weight, larger than the run's",
+                        id="forgot-optimizer-state")
+FORGOT_GENERATOR = Hint("the batches after the stop are not the ones the uninterrupted run drew: the batch "
+                        "generator's position is in the checkpoint", id="forgot-batch-generator")
+FORGOT_STEP = Hint("the run went on from step 0: return the step it stopped at", id="forgot-step-count")
+
+
+def _first_difference(got: list[float], expected: list[float]) -> str:
+    """How the resumed run's losses differ from the uninterrupted run's after the stop: their number, else the first
+    loss that differs, both values (the jump)."""
+    if len(got) != len(expected):
+        return f"the resumed run took {len(got)} steps, the uninterrupted run {len(expected)} after the stop"
+    for index, (a, b) in enumerate(zip(got, expected, strict=True)):
+        if describe_mismatch(a, b, **RESUME_TOLERANCE) is not None:
+            return (f"at step {RESUME_STOP + index + 1}, {index + 1} after the stop, the uninterrupted run's loss is "
+                    f"{b:.4f} and the resumed run's {a:.4f}")
+    return "they differ"  # not reached: the caller asks only when they differ
+
+
+def _resume_diagnosis(checkpoint: dict[str, Any], model: GPT, optimizer: Any, generator: Any, step: Any
+                      ) -> Hint | None:
+    """The piece of the checkpoint that the resumed objects lack, the first of weights, step, optimiser, generator."""
+    weights = model.state_dict()
+    if any(not torch.equal(weights[name], tensor) for name, tensor in checkpoint["model"].items()):
+        return FORGOT_WEIGHTS
+    if step == 0:
+        return FORGOT_STEP
+    saved, held = checkpoint["optimizer"]["state"], optimizer.state_dict()["state"]
+    if not held or any(not torch.equal(held[key]["exp_avg"], saved[key]["exp_avg"]) for key in saved if key in held):
+        return FORGOT_OPTIMIZER
+    if not torch.equal(generator.get_state(), checkpoint["generator"]):
+        return FORGOT_GENERATOR
+    return None
+
+
+def resume(student_fn: Callable) -> CheckResult:
+    """Check ``resume(checkpoint, model)`` -> (optimizer, generator, step): a tiny GPT trained 10 steps in one go,
+    against the same run stopped after 5 and continued by ``train_gpt`` from what the student's objects hold."""
+    ex = Exercise("resume")
+    with ex.run(), single_thread(), torch.random.fork_rng(devices=[]):  # the learner's global generator untouched
+        whole, checkpoint = _stopped_run()
+        model = _resume_model(seed=1)  # as in a new session: the same architecture, other weights
+        result = ex.call(student_fn, checkpoint, model)
+        returned = (isinstance(result, tuple | list) and len(result) == 3
+                    and isinstance(result[0], torch.optim.Optimizer) and isinstance(result[1], torch.Generator))
+        if not ex.require("returns (optimizer, generator, step)", returned,
+                          problem=f"got {type(result).__name__}",
+                          hint="return an AdamW over the model's parameters, a torch.Generator and the step"):
+            return ex.result
+        optimizer, generator, step = result
+        diagnosis = _resume_diagnosis(checkpoint, model, optimizer, generator, step)
+        state = LMTrainingState(step=int(step), optimizer=optimizer.state_dict(), generator=generator.get_state())
+        continued = train_gpt(model, _resume_data(), RESUME_STEPS, state=state, **RESUME_SETTINGS).step_loss
+        same = describe_mismatch(continued, whole[RESUME_STOP:], **RESUME_TOLERANCE) is None
+        ex.require(f"stopped after {RESUME_STOP} steps and resumed, the losses of steps {RESUME_STOP + 1}-"
+                   f"{RESUME_STEPS} equal the uninterrupted run's", same,
+                   problem=_first_difference(continued, whole[RESUME_STOP:]),
+                   hint=diagnosis or "the resumed run must start from everything the stopped one held")
     return ex.result
