@@ -115,6 +115,10 @@ def gpt2_block_weights(hf_weights, layer, bug=None):
         weights[f"{course}.bias"] = hf_weights[f"{h}{hf}.bias"]
     if bug == "missing biases":
         weights = {name: value for name, value in weights.items() if not name.endswith("bias")}
+    if bug == "c_proj not transposed":
+        weights["self_attn.out_proj.weight"] = hf_weights[h + "attn.c_proj.weight"]
+    if bug == "query bias zero":
+        weights["self_attn.q_proj.bias"] = torch.zeros_like(weights["self_attn.q_proj.bias"])
     return weights
 
 
@@ -337,3 +341,23 @@ def test_bpe_encode_takes_a_one_byte_word_and_hints_once():
     assert check.bpe_encode(by_rank).ok
     assert _one_hint(check.bpe_encode(lambda word, merges: [ord(c) for c in word])).diagnoses[0]["mistake"] == (
         "other-wrong-answer")
+
+
+@pytest.mark.parametrize("bug, mistake, where", [
+    ("c_proj not transposed", "conv1d-not-transposed", "the first sub-module whose output differs is "
+     "blocks.0.self_attn.out_proj; likely transposed-weight: a square weight used as W instead of Wᵀ"),
+    ("kqv", "qkv-split-order", "the first sub-module whose output differs is blocks.0.self_attn.q_proj"),
+    ("layer 0", "wrong-layer", "the first sub-module whose output differs is blocks.1.norm1"),
+    ("query bias zero", "other-wrong-answer", "the first sub-module whose output differs is "
+     "blocks.0.self_attn.q_proj; likely missing-bias: a linear layer's bias left out"),
+    ("no transpose", "conv1d-not-transposed", "A Block cannot hold your blocks.0.linear1.weight: shape (6, 24) where "
+     "its parameter is (24, 6)"),
+])
+def test_gpt2_block_weights_hint_says_where_the_block_parts_from_the_librarys(bug, mistake, where):
+    """A wrong mapping is run as a Block beside the library's: its one hint keeps the check's mistake and adds the
+    sub-module compare_models finds first, with the mistake it names there."""
+    result = _one_hint(check.gpt2_block_weights(lambda w, layer: gpt2_block_weights(w, layer, bug)))
+    assert_diagnosed(result, mistake)
+    (hint,) = [line for line in result.lines if line.startswith("  hint:")]
+    assert where in hint, hint
+    assert where in result.diagnoses[0]["hint"]

@@ -1,18 +1,21 @@
 """Checks for lesson 12's exercises: one BPE merge step, encoding a word with a merge list, RoPE in Llama's layout,
-RoPE inside attention, and the mapping of GPT-2's weights to the course's names."""
+RoPE inside attention, and the mapping of GPT-2's weights to the course's names (a wrong mapping is also run as a
+course ``Block`` beside the library's, and :func:`~transformer_lib.compare.compare_models` says where they part)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import pairwise
 
 import torch
 
 from ..attention import scaled_dot_product_attention
 from ..bpe import BPETokenizer, merge_pair
-from ..gpt import hf_gpt2_weights
+from ..compare import MISTAKES, compare_models
+from ..gpt import Block, GPTConfig, hf_gpt2_weights
 from ..llama import apply_rope_halves
 from ..masks import causal_mask
 from ..positions import apply_rope, rope_frequencies
@@ -356,6 +359,7 @@ def rope_attention(student_fn: Callable) -> CheckResult:
 # -- Exercise 5: GPT-2's weights under the course's names ------------------------------------------------------------
 
 GPT2_SIZES = {"vocab_size": 11, "block_size": 8, "d_model": 6, "d_ff": 24, "num_layers": 2}
+GPT2_CONFIG = GPTConfig(**GPT2_SIZES, num_heads=2, activation="gelu_tanh")  # the exercise's course GPT
 
 
 def _tiny_gpt2_state_dict(seed: int = 5) -> dict[str, torch.Tensor]:
@@ -407,6 +411,31 @@ def _block_weights(hf_weights: dict[str, torch.Tensor], layer: int, **changes: s
     return block
 
 
+def _where_the_block_differs(got: dict, hf_weights: dict[str, torch.Tensor], layer: int) -> str:
+    """Where a course ``Block`` holding ``got`` first parts from one holding the library's mapping, both run on the
+    same random input: the first sub-module whose output differs and the mistake ``compare_models`` names there (a
+    tensor a Block cannot hold is named instead); '' when the outputs agree or ``got`` holds something else."""
+    if not all(isinstance(value, torch.Tensor) for value in got.values()):
+        return ""
+    reference = Block(GPT2_CONFIG).double().eval()
+    reference.load_state_dict(_block_weights(hf_weights, layer))
+    held = reference.state_dict()
+    misfit = next((name for name in held if got[name].shape != held[name].shape), None)
+    if misfit is not None:
+        return (f"A Block cannot hold your blocks.{layer}.{misfit}: shape {tuple(got[misfit].shape)} where its "
+                f"parameter is {tuple(held[misfit].shape)}")
+    learner = Block(GPT2_CONFIG).double().eval()
+    learner.load_state_dict(got)
+    generator = torch.Generator().manual_seed(layer)
+    x = torch.randn(2, GPT2_SIZES["block_size"], GPT2_SIZES["d_model"], generator=generator, dtype=torch.float64)
+    comparison = compare_models(learner, reference, x)  # (batch, T, d_model) through both blocks
+    if not comparison.differs:
+        return ""
+    likely = "".join(f"; likely {d.mistake}: {MISTAKES[d.mistake]}" for d in comparison.diagnoses)
+    return (f"Your tensors in a Block, run beside the library's on the same input: the first sub-module whose output "
+            f"differs is blocks.{layer}.{comparison.first.learner}{likely}")
+
+
 def gpt2_block_weights(student_fn: Callable) -> CheckResult:
     """Check a function (hf_weights, layer) -> {name in a course ``Block``: tensor} for GPT-2's block ``layer``,
     against the library's ``hf_gpt2_weights``."""
@@ -433,7 +462,7 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
                 ex.require(f"block {layer}: every tensor equals the library's mapping", True)
                 continue
             name = wrong[0]
-            mistakes: dict[str | Hint, torch.Tensor] = {
+            mistakes: dict[Hint, torch.Tensor] = {
                 Hint(id="conv1d-not-transposed",
                      idea="GPT-2's Conv1D stores a weight as (in, out), the transpose of nn.Linear's (out, in): "
                      "transpose every Conv1D weight, also the square ones, whose shape cannot tell",
@@ -452,16 +481,21 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
                               code="q, k, v = c_attn_weight.chunk(3, dim=1) (and the bias likewise), then transpose "
                               "each")
             mistakes[order_hint] = (swapped or orders)[0]  # the order the answer took, if it took one
+            hint = Hint(idea="split c_attn into queries, keys and values along its output axis, and transpose every "
+                        "Conv1D weight into nn.Linear's (out, in)",
+                        code="q, k, v = w[h + 'attn.c_attn.weight'].chunk(3, dim=1); "
+                        "weights['self_attn.q_proj.weight'] = q.T")
+            where = _where_the_block_differs(got, hf_weights, layer)
+            if where:  # every hint says where the block parts from the library's
+                hint = replace(hint, idea=f"{hint.idea}. {where}")
+                mistakes = {replace(h, idea=f"{h.idea}. {where}"): value for h, value in mistakes.items()}
             if not ex.compare(
                 f"block {layer}: {name}",
                 got[name],
                 expected[name],
                 atol=1e-12,
                 rtol=0,
-                hint=Hint(idea="split c_attn into queries, keys and values along its output axis, and transpose "
-                          "every Conv1D weight into nn.Linear's (out, in)",
-                          code="q, k, v = w[h + 'attn.c_attn.weight'].chunk(3, dim=1); "
-                          "weights['self_attn.q_proj.weight'] = q.T"),
+                hint=hint,
                 mistakes=mistakes,
             ):
                 break  # one block's hint is enough
