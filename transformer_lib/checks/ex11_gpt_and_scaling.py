@@ -20,7 +20,7 @@ from ..masks import causal_mask, padding_mask
 from ..optim import AdamW
 from ..scaling import fit_power_law
 from ..training import LMHistory, LMTrainingState, train_gpt
-from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
+from ._feedback import CheckResult, Exercise, Hint, describe_mismatch, format_value
 
 
 def _chunk_cases() -> list[tuple[str, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
@@ -521,7 +521,7 @@ def _stopped_run() -> tuple[list[float], dict[str, Any]]:
 
 FORGOT_WEIGHTS = Hint("the model does not hold the saved weights: load them into it", id="forgot-model-weights")
 FORGOT_OPTIMIZER = Hint("AdamW started afresh: its moments and step count are in the checkpoint; a fresh AdamW starts "
-                        "from zero moments, so its first steps are about lr on every weight, larger than the run's",
+                        "from zero moments, so from the first update after the stop it takes other steps",
                         id="forgot-optimizer-state")
 FORGOT_GENERATOR = Hint("the batches after the stop are not the ones the uninterrupted run drew: the batch "
                         "generator's position is in the checkpoint", id="forgot-batch-generator")
@@ -535,25 +535,23 @@ def _first_difference(got: list[float], expected: list[float]) -> str:
         return f"the resumed run took {len(got)} steps, the uninterrupted run {len(expected)} after the stop"
     for index, (a, b) in enumerate(zip(got, expected, strict=True)):
         if describe_mismatch(a, b, **RESUME_TOLERANCE) is not None:
-            return (f"at step {RESUME_STOP + index + 1}, {index + 1} after the stop, the uninterrupted run's loss is "
-                    f"{b:.4f} and the resumed run's {a:.4f}")
+            return (f"the first loss that differs is step {RESUME_STOP + index + 1}'s: the uninterrupted run's is "
+                    f"{b:.4f}, the resumed run's {a:.4f} (all after the stop: uninterrupted {format_value(expected)}, "
+                    f"resumed {format_value(got)})")
     return "they differ"  # not reached: the caller asks only when they differ
 
 
 def _resume_diagnosis(checkpoint: dict[str, Any], model: GPT, optimizer: Any, generator: Any, step: Any
                       ) -> Hint | None:
-    """The piece of the checkpoint that the resumed objects lack, the first of weights, step, optimiser, generator."""
+    """The piece of the checkpoint that the resumed objects lack, the first of weights, step, generator, optimiser."""
     weights = model.state_dict()
     if any(not torch.equal(weights[name], tensor) for name, tensor in checkpoint["model"].items()):
         return FORGOT_WEIGHTS
     if step == 0:
         return FORGOT_STEP
-    saved, held = checkpoint["optimizer"]["state"], optimizer.state_dict()["state"]
-    if not held or any(not torch.equal(held[key]["exp_avg"], saved[key]["exp_avg"]) for key in saved if key in held):
-        return FORGOT_OPTIMIZER
     if not torch.equal(generator.get_state(), checkpoint["generator"]):
-        return FORGOT_GENERATOR
-    return None
+        return FORGOT_GENERATOR  # it changes the first loss after the stop, the optimiser only the later ones
+    return FORGOT_OPTIMIZER if not optimizer.state_dict()["state"] else None  # an AdamW that never stepped
 
 
 def resume(student_fn: Callable) -> CheckResult:
