@@ -304,11 +304,17 @@ def test_adamw_next_step_accepts_correct_variants(capsys):
 
 
 def test_adamw_next_step_names_each_mistake(capsys):
-    for bug, mistake in (("decay in moment", "decay-inside-moment"), ("no correction", "bias-correction-missing"),
-                         ("behind", "bias-correction-off-by-one"), ("ahead", "bias-correction-off-by-one"),
-                         ("eps inside", "eps-inside-sqrt"), ("decay without lr", "decay-without-lr"),
-                         ("corrected stored", "stored-corrected-moments"), ("step kept", "step-count-not-advanced")):
-        assert_diagnosed(check.adamw_next_step(lambda *args, bug=bug: adamw_next(*args, bug=bug)), mistake)
+    def with_bug(bug):
+        return check.adamw_next_step(lambda *args: adamw_next(*args, bug=bug))
+
+    assert_diagnosed(with_bug("decay in moment"), "decay-inside-moment")
+    assert_diagnosed(with_bug("no correction"), "bias-correction-missing")
+    assert_diagnosed(with_bug("behind"), "bias-correction-off-by-one")
+    assert_diagnosed(with_bug("ahead"), "bias-correction-off-by-one")
+    assert_diagnosed(with_bug("eps inside"), "eps-inside-sqrt")
+    assert_diagnosed(with_bug("decay without lr"), "decay-without-lr")
+    assert_diagnosed(with_bug("corrected stored"), "stored-corrected-moments")
+    assert_diagnosed(with_bug("step kept"), "step-count-not-advanced")
     assert_rejected_with(check.adamw_next_step(lambda *args: adamw_next(*args)[0]), "returns (w, state)")
 
 

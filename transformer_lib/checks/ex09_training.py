@@ -582,19 +582,15 @@ MAX_NORM_HINT = Hint(idea="you took the largest entry: the global norm is the L2
                           "gradient", id="max-not-norm")
 
 
-def _clip_mistakes(grads: list[torch.Tensor], max_norm: float) -> dict[Hint, tuple[float, torch.Tensor]]:
-    """(norm, all clipped gradients as one vector) of each classic mistake of ``clip_global``."""
+def _clip_variant(grads: list[torch.Tensor], max_norm: float, variant: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(norm, all clipped gradients as one vector) of one classic mistake of ``clip_global``: ``"each"`` gradient by
+    its own norm, ``"uncapped"`` factor, ``"squared"`` norm, ``"largest"`` entry as the norm."""
     flat = _flat(grads)
-
-    def clipped_by(norm: torch.Tensor, cap: bool = True) -> torch.Tensor:
-        factor = max_norm / (norm + 1e-6)
-        return flat * (torch.clamp(factor, max=1.0) if cap else factor)
-
-    norm = flat.norm()
-    per_parameter = _flat([g * torch.clamp(max_norm / (g.norm() + 1e-6), max=1.0) for g in grads])
-    squared, largest = flat.square().sum(), flat.abs().max()
-    return {PER_PARAMETER_HINT: (norm, per_parameter), SCALED_UP_HINT: (norm, clipped_by(norm, cap=False)),
-            SQUARED_NORM_HINT: (squared, clipped_by(squared)), MAX_NORM_HINT: (largest, clipped_by(largest))}
+    if variant == "each":
+        return flat.norm(), _flat([g * torch.clamp(max_norm / (g.norm() + 1e-6), max=1.0) for g in grads])
+    norm = {"uncapped": flat.norm(), "squared": flat.square().sum(), "largest": flat.abs().max()}[variant]
+    factor = max_norm / (norm + 1e-6)
+    return norm, flat * (factor if variant == "uncapped" else torch.clamp(factor, max=1.0))
 
 
 def clip_global(student_fn: Callable[[list[torch.Tensor], float], tuple[Any, list[torch.Tensor]]]) -> CheckResult:
@@ -621,7 +617,9 @@ def clip_global(student_fn: Callable[[list[torch.Tensor], float], tuple[Any, lis
                               problem=f"expected shapes {shapes}, got {[tuple(g.shape) for g in clipped]}",
                               hint="scale each gradient, keep its shape"):
                 return ex.result
-            mistakes = _clip_mistakes(grads, max_norm)
+            mistakes = {hint: _clip_variant(grads, max_norm, variant) for hint, variant in (
+                (PER_PARAMETER_HINT, "each"), (SCALED_UP_HINT, "uncapped"), (SQUARED_NORM_HINT, "squared"),
+                (MAX_NORM_HINT, "largest"))}
             if not ex.compare(f"{description}: the clipped gradients", _flat(list(clipped)), expected,
                               hint="one factor for all: max_norm / global norm, capped at 1",
                               mistakes=_unambiguous({hint: value for hint, (_, value) in mistakes.items()},

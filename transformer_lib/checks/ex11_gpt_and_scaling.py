@@ -413,30 +413,22 @@ CORRECTED_STORED = Hint("you stored the bias-corrected moments: the state keeps 
 STEP_NOT_ADVANCED = Hint("the saved step count must count this step too", id="step-count-not-advanced")
 
 
-def _adamw_mistakes(w: torch.Tensor, g: torch.Tensor, state: dict[str, Any], group: dict[str, Any]
-                    ) -> dict[Hint, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """(w, m, v) after each classic mistake of the AdamW step."""
+def _adamw_variant(w: torch.Tensor, g: torch.Tensor, state: dict[str, Any], group: dict[str, Any], variant: str
+                   ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """(w, m, v) after the AdamW step with one classic mistake, None for what it leaves right (the saved step count is
+    at least 1 in every case, so a correction one step behind never divides by 0)."""
     lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-    t = int(state["step"]) + 1  # this step's number
-
-    def step(correct: Any = (t, t), eps_inside: bool = False, in_moment: bool = False, shrink: float = lr * decay
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        gradient = g + decay * w if in_moment else g
-        m = beta1 * state["exp_avg"] + (1 - beta1) * gradient
-        v = beta2 * state["exp_avg_sq"] + (1 - beta2) * gradient**2
-        m_hat = m / (1 - beta1 ** correct[0]) if correct else m
-        v_hat = v / (1 - beta2 ** correct[1]) if correct else v
-        scale = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
-        weight = w if in_moment else w * (1 - shrink)
-        return weight - lr * m_hat / scale, m, v, m_hat, v_hat
-
-    w_in, m_in, v_in, _, _ = step(in_moment=True)
-    _, _, _, m_hat, v_hat = step()
-    return {DECAY_IN_MOMENT: (w_in, m_in, v_in), NO_BIAS_CORRECTION: (step(correct=None)[0], None, None),
-            OFF_BY_ONE_BEHIND: (step(correct=(t - 1, t - 1))[0] if t > 1 else None, None, None),  # t - 1 = 0: 0/0
-            OFF_BY_ONE_AHEAD: (step(correct=(t + 1, t + 1))[0], None, None),
-            EPS_INSIDE: (step(eps_inside=True)[0], None, None), DECAY_WITHOUT_LR: (step(shrink=decay)[0], None, None),
-            CORRECTED_STORED: (None, m_hat, v_hat)}
+    t = int(state["step"]) + {"behind": 0, "ahead": 2}.get(variant, 1)  # this step's number is the saved count + 1
+    gradient = g + decay * w if variant == "decay in moment" else g
+    m = beta1 * state["exp_avg"] + (1 - beta1) * gradient
+    v = beta2 * state["exp_avg_sq"] + (1 - beta2) * gradient**2
+    if variant == "corrected stored":
+        return None, m / (1 - beta1**t), v / (1 - beta2**t)
+    m_hat, v_hat = (m, v) if variant == "no correction" else (m / (1 - beta1**t), v / (1 - beta2**t))
+    scale = (v_hat + eps).sqrt() if variant == "eps inside" else v_hat.sqrt() + eps
+    shrink = {"decay in moment": 0.0, "decay without lr": decay}.get(variant, lr * decay)
+    new_w = w * (1 - shrink) - lr * m_hat / scale
+    return (new_w, m, v) if variant == "decay in moment" else (new_w, None, None)
 
 
 def _unambiguous(mistakes: dict[Hint, Any], right: Any, **tolerance: float) -> dict[Hint, Any]:
@@ -463,7 +455,10 @@ def adamw_next_step(student_fn: Callable) -> CheckResult:
                               hint='return the new weight and a dict with "step", "exp_avg" and "exp_avg_sq"'):
                 return ex.result
             new_w, new_state = result
-            mistakes = _adamw_mistakes(w, g, state, group)
+            mistakes = {hint: _adamw_variant(w, g, state, group, variant) for hint, variant in (
+                (DECAY_IN_MOMENT, "decay in moment"), (NO_BIAS_CORRECTION, "no correction"),
+                (OFF_BY_ONE_BEHIND, "behind"), (OFF_BY_ONE_AHEAD, "ahead"), (EPS_INSIDE, "eps inside"),
+                (DECAY_WITHOUT_LR, "decay without lr"), (CORRECTED_STORED, "corrected stored"))}
             for what, got, expected, index in (("exp_avg, the running mean of the gradient", new_state["exp_avg"],
                                                 expected_m, 1),
                                                ("exp_avg_sq, the running mean of its square", new_state["exp_avg_sq"],
@@ -541,17 +536,17 @@ def _first_difference(got: list[float], expected: list[float]) -> str:
     return "they differ"  # not reached: the caller asks only when they differ
 
 
-def _resume_diagnosis(checkpoint: dict[str, Any], model: GPT, optimizer: Any, generator: Any, step: Any
-                      ) -> Hint | None:
-    """The piece of the checkpoint that the resumed objects lack, the first of weights, step, generator, optimiser."""
+def _missing_part(checkpoint: dict[str, Any], model: GPT, optimizer: Any, generator: Any, step: Any) -> str | None:
+    """The part of the checkpoint that the resumed objects lack, the first of "weights", "step", "generator" and
+    "optimizer" (the order in which they change the losses after the stop), or None."""
     weights = model.state_dict()
     if any(not torch.equal(weights[name], tensor) for name, tensor in checkpoint["model"].items()):
-        return FORGOT_WEIGHTS
+        return "weights"
     if step == 0:
-        return FORGOT_STEP
+        return "step"
     if not torch.equal(generator.get_state(), checkpoint["generator"]):
-        return FORGOT_GENERATOR  # it changes the first loss after the stop, the optimiser only the later ones
-    return FORGOT_OPTIMIZER if not optimizer.state_dict()["state"] else None  # an AdamW that never stepped
+        return "generator"  # it changes the first loss after the stop, the optimiser only the later ones
+    return "optimizer" if not optimizer.state_dict()["state"] else None  # an AdamW that never stepped
 
 
 def resume(student_fn: Callable) -> CheckResult:
@@ -569,7 +564,9 @@ def resume(student_fn: Callable) -> CheckResult:
                           hint="return an AdamW over the model's parameters, a torch.Generator and the step"):
             return ex.result
         optimizer, generator, step = result
-        diagnosis = _resume_diagnosis(checkpoint, model, optimizer, generator, step)
+        missing = _missing_part(checkpoint, model, optimizer, generator, step)
+        diagnosis = {"weights": FORGOT_WEIGHTS, "step": FORGOT_STEP, "generator": FORGOT_GENERATOR,
+                     "optimizer": FORGOT_OPTIMIZER}.get(missing)
         state = LMTrainingState(step=int(step), optimizer=optimizer.state_dict(), generator=generator.get_state())
         continued = train_gpt(model, _resume_data(), RESUME_STEPS, state=state, **RESUME_SETTINGS).step_loss
         same = describe_mismatch(continued, whole[RESUME_STOP:], **RESUME_TOLERANCE) is None
