@@ -196,3 +196,29 @@ def test_layer_norm_uses_the_eps_argument_inside_the_root_on_any_layout():
                                                                           eps).reshape(x.shape)).ok
     assert check.layer_norm(lambda x, weight, bias, eps=1e-5: _normalised(x.float(), weight.float(), bias.float(),
                                                                           eps)).ok
+
+
+@pytest.mark.parametrize(("mistake", "mistake_id", "where"), [
+    ({"self_mask": False}, "self-attention-not-causal", "the first sub-module whose output differs is "
+     "self_attn.out_proj (the difference arises inside self_attn); likely mask-missing: no causal mask"),
+    ({"pre_ln": True}, "pre-ln-instead", "the first sub-module whose output differs is self_attn.q_proj (the "
+     "difference arises in your forward's own code)"),
+    ({"norm_the_sublayer": True}, "residual-after-norm", "the first sub-module whose output differs is norm1 (the "
+     "difference arises in your forward's own code); likely missing-residual"),
+])
+def test_decoder_layer_hint_says_where_the_layer_parts_from_the_librarys(mistake, mistake_id, where):
+    """A wrong decoder layer is run as a DecoderLayer's forward beside the library's: its one hint keeps the check's
+    mistake and adds the sub-module compare_models finds first, with the mistake it names there."""
+    result = check.decoder_layer(partial(_decoder, **mistake))
+    assert_diagnosed(result, mistake_id)
+    hints = [line for line in result.lines if line.startswith("  hint:")]
+    assert len(hints) == 1 and len(result.diagnoses) == 1, result.lines
+    assert where in hints[0] and where in result.diagnoses[0]["hint"], hints
+
+
+def test_decoder_layer_adds_no_location_when_the_function_cannot_run():
+    """The swapped inputs raise: the shape hint alone, said once; the right answer passes."""
+    result = check.decoder_layer(partial(_decoder, swap=True))
+    hints = [line for line in result.lines if line.startswith("  hint:")]
+    assert len(hints) == 1 and "sub-module" not in hints[0], hints
+    assert check.decoder_layer(_decoder).ok

@@ -228,3 +228,24 @@ def test_parameter_count_uses_every_argument_and_names_a_mistake_once():
     assert [line for line in twice.lines if line.startswith("  hint:")] == [
         "  hint: you counted the output projection separately: the paper ties it to the embedding matrix"]
     assert len(twice.diagnoses) == 1
+
+
+@pytest.mark.parametrize(("mistakes", "mistake_id", "where"), [
+    (("not_causal",), "decoder-not-causal", "the first sub-module whose output differs is "
+     "decoder_layers.0.self_attn.out_proj (the difference arises inside decoder_layers.0.self_attn); likely "
+     "mask-missing: no causal mask"),
+    (("unscaled",), "embeddings-not-scaled", "the first sub-module whose output differs is "
+     "encoder_layers.0.self_attn.q_proj (the difference arises in your forward's own code)"),
+    (("cross_to_source",), "cross-attention-to-embeddings", "your forward never calls encoder_norm, which the "
+     "library's calls"),
+    (("softmax",), "softmax-applied", "every sub-module's output agrees, and only the final output differs"),
+])
+def test_encoder_decoder_model_hint_says_where_the_model_parts_from_the_librarys(mistakes, mistake_id, where):
+    """A wrong model is run beside the library's Transformer: its one hint keeps the check's mistake and adds the
+    sub-module compare_models finds first, with the mistake it names there."""
+    result = check.encoder_decoder_model(with_mistakes(*mistakes))
+    assert_diagnosed(result, mistake_id)
+    hints = [line for line in result.lines if line.startswith("  hint:")]
+    assert len(hints) == 1 and len(result.diagnoses) == 1, result.lines
+    assert where in hints[0] and where in result.diagnoses[0]["hint"], hints
+    assert check.encoder_decoder_model(EncoderDecoder).ok

@@ -1,16 +1,22 @@
 """Checks for lesson 07's exercises: layer normalisation, Add & Norm, the cross-attention sub-layer, a decoder layer
-built from its parts, and which inputs can change which outputs of a decoder layer."""
+built from its parts, and which inputs can change which outputs of a decoder layer. A wrong decoder layer is also run
+as a ``DecoderLayer``'s forward beside the library's, and :func:`~transformer_lib.compare.compare_models` says where
+they part (:func:`_where_it_differs`, which lesson 08's check uses too)."""
 
 from __future__ import annotations
 
+import copy
+import warnings
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import nn
 
+from ..compare import MISTAKES, compare_models, same_name_mapping
 from ..layers import DecoderLayer, LayerNorm, position_wise_feed_forward, residual_connection
 from ..masks import causal_mask, padding_mask
-from ._feedback import CheckResult, Exercise, Hint
+from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
 
 D_MODEL, HEADS, D_FF = 8, 2, 16
 SWAPPED_HINT = Hint(idea="queries come from the decoder (x), keys and values from the encoder output (memory): "
@@ -177,6 +183,47 @@ def cross_attention_sublayer(student_fn: Callable[..., torch.Tensor]) -> CheckRe
     return ex.result
 
 
+def _where_it_differs(learner: nn.Module, reference: nn.Module, *inputs: object, what: str) -> str:
+    """Where ``learner`` first parts from ``reference`` (same sub-module names, the same weights, eval mode, dropout
+    0), both run on ``inputs``: the first sub-module whose output differs, where the difference arises and the mistake
+    ``compare_models`` names there; '' when nothing differs or the comparison cannot run (its attention re-runs do not
+    take a padding mask). Dropouts are left out: with P_drop = 0 they change nothing, and a learner may skip them."""
+    try:
+        mapping = {name: name for name in same_name_mapping(learner, reference)
+                   if not isinstance(reference.get_submodule(name), nn.Dropout)}
+        with warnings.catch_warnings():  # its attention re-runs warn on a padding mask before they raise
+            warnings.simplefilter("ignore", UserWarning)
+            comparison = compare_models(learner, reference, *inputs, mapping=mapping)
+    except (RuntimeError, ValueError):
+        return ""
+    first = comparison.first
+    if first is None:
+        return ""
+    if first.status == "not run":  # the library's forward calls every mapped sub-module
+        return f"{what}: your forward never calls {first.learner}, which the library's calls"
+    if not first.learner:
+        return f"{what}: every sub-module's output agrees, and only the final output differs"
+    inside = f"inside {comparison.culprit}" if comparison.culprit else "in your forward's own code"
+    arises = "" if comparison.inside else f" (the difference arises {inside})"
+    likely = "".join(f"; likely {d.mistake}: {MISTAKES[d.mistake]}" for d in comparison.diagnoses)
+    return f"{what}: the first sub-module whose output differs is {first.learner}{arises}{likely}"
+
+
+def _with_where(hint: str | Hint, where: str) -> str | Hint:
+    """``hint`` with the sentence ``where`` appended to its idea (its code and id kept); ``hint`` if ``where`` is ''."""
+    if not where:
+        return hint
+    return replace(hint, idea=f"{hint.idea}. {where}") if isinstance(hint, Hint) else f"{hint}. {where}"
+
+
+def _as_forward(student_fn: Callable[..., torch.Tensor], layer: DecoderLayer) -> DecoderLayer:
+    """A copy of ``layer`` whose forward is ``student_fn(copy, x, memory, tgt_mask, memory_mask)``: the learner's
+    function calls the copy's sub-modules, which ``compare_models`` records."""
+    written = copy.deepcopy(layer)
+    written.forward = lambda *inputs: student_fn(written, *inputs)
+    return written
+
+
 def decoder_layer(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
     """Check ``decoder_layer(layer, x, memory, tgt_mask, memory_mask)`` against ``DecoderLayer.forward`` (post-LN)."""
     ex = Exercise("decoder_layer")
@@ -201,10 +248,14 @@ def decoder_layer(student_fn: Callable[..., torch.Tensor]) -> CheckResult:
             }
             got = _call_or_explain_shapes(ex, student_fn, layer, x, memory, tgt_mask, memory_mask)
         if got is not None:
+            hint = ("three sub-layers in order: masked self-attention with norm1, cross-attention with norm2, the "
+                    "feed-forward network (linear1, ReLU, linear2) with norm3")
+            if describe_mismatch(got, expected) is not None:  # every hint says where the layer parts from the library's
+                where = _where_it_differs(_as_forward(student_fn, layer), layer, x, memory, tgt_mask, memory_mask,
+                                         what="Your function run as a DecoderLayer's forward beside the library's")
+                hint, mistakes = _with_where(hint, where), {_with_where(h, where): v for h, v in mistakes.items()}
             ex.compare("a decoder layer, batch 2, T=4 target and S=6 source positions (two padded)", got, expected,
-                       hint="three sub-layers in order: masked self-attention with norm1, cross-attention with "
-                            "norm2, the feed-forward network (linear1, ReLU, linear2) with norm3",
-                       mistakes=mistakes)
+                       hint=hint, mistakes=mistakes)
     return ex.result
 
 

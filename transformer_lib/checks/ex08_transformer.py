@@ -1,5 +1,6 @@
 """Checks for lesson 08's exercises: counting a configuration's parameters, the encoder-decoder model assembled from
-lesson 07's layers, the output head."""
+lesson 07's layers (a wrong one is also run beside the library's ``Transformer``, and
+:func:`~transformer_lib.compare.compare_models` says where they part), the output head."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import nn
 from ..masks import causal_mask, padding_mask
 from ..model import Transformer, TransformerConfig, count_parameters
 from ._feedback import CheckResult, Exercise, Hint, describe_mismatch
+from .ex07_encoder_decoder_blocks import _where_it_differs, _with_where
 
 CONFIGURATIONS = [  # (vocab_size, d_model, d_ff, num_layers)
     (100, 16, 64, 1),
@@ -212,13 +214,15 @@ def encoder_decoder_model(student_cls: Callable[[TransformerConfig], nn.Module])
                 mistakes = {hint: _walk_through(reference, src, tgt, src_mask, **flags)
                             for hint, flags in ASSEMBLY_MISTAKES.items()}
                 got = ex.call(model, src, tgt, src_mask, description="your model's forward(src, tgt, src_mask)")
+            hint = ("encode (scaled embeddings + positions, the encoder layers with the source mask, final norm), "
+                    "then decode (the same for the target, the decoder layers with the causal mask, the memory and "
+                    "the source mask, final norm) and project every position")
+            if describe_mismatch(got, expected) is not None:  # every hint says where the model parts from the library's
+                where = _where_it_differs(model, reference, src, tgt, src_mask,
+                                         what=f"Your model ({label}) run beside the library's on the same input")
+                hint, mistakes = _with_where(hint, where), {_with_where(h, where): v for h, v in mistakes.items()}
             if not ex.compare(f"{label}: logits equal Transformer's, batch 2, S=5 (two <pad>), T=4, "
-                              f"{config.tgt_vocab_size} target tokens", got, expected,
-                              hint="encode (scaled embeddings + positions, the encoder layers with the source mask, "
-                                   "final norm), then decode (the same for the target, the decoder layers with the "
-                                   "causal mask, the memory and the source mask, final norm) and project every "
-                                   "position",
-                              mistakes=mistakes):
+                              f"{config.tgt_vocab_size} target tokens", got, expected, hint=hint, mistakes=mistakes):
                 break  # the first failure stops: one hint, one diagnosis
     return ex.result
 
