@@ -446,7 +446,8 @@ def attention_candidates(module: nn.Module, call: Call, reference_call: Call) ->
     plans = [("unscaled-scores", ""), ("softmax-wrong-axis", ""), ("mask-missing", ""),
              ("mask-inverted", "strict"), ("mask-inverted", "with the diagonal"),
              ("heads-split-order", "split"), ("heads-split-order", "merge")]
-    plans = [(m, p) for m, p in plans if w.mask is not None or not m.startswith("mask")]
+    causal = w.mask is not None and w.mask.shape[-1] == w.mask.shape[-2]  # (…, T, T): the catalogue's masks are causal
+    plans = [(m, p) for m, p in plans if causal or not m.startswith("mask")]  # a padding mask (…, 1, S): not tried
     if w.rope is not None:
         plans += [("rope-interleaved", "")] + [("rope-offset", f"{t}{step:+d}") for t in "qk" for step in (1, -1)]
     for name, (weight, bias) in w.projections.items():
