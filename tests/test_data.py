@@ -3,6 +3,7 @@ character-level text: corpora shipped with Python, the tokenizer, the held-out s
 
 import hashlib
 import importlib
+import json
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from transformer_lib.data import (
     CharTokenizer,
     Vocabulary,
     check_token_ids,
+    distinct_indices,
     make_sentence_pair,
     make_translation_task,
     pad_sequences,
@@ -26,6 +28,8 @@ from transformer_lib.data import (
 
 # CPython 3.11.7's help topics, joined: the text every lesson model is trained on (3.12's differ)
 PYTHON_DOCS_SHA256 = "37d06970fc926e60c16dff401e441b84752446a36b6b64516c229fdec77e992c"
+# Lessons 09 and 10's task (seed 0), every split as JSON: the draw numpy's Generator.choice made when it was written
+LESSON_TASK_SHA256 = "2dc4f07e497b541d8275626da5ae20987ea2754ceb13297cd2ffcb7e80b309f9"
 
 
 def test_vocabulary_reserves_special_ids_and_round_trips():
@@ -52,6 +56,21 @@ def test_splits_are_disjoint_and_sized():
     sources = [{tuple(s) for s, _ in split} for split in (task.train, task.valid, task.test)]
     assert [len(s) for s in sources] == [300, 50, 80]
     assert not (sources[0] & sources[2]) and not (sources[0] & sources[1]) and not (sources[1] & sources[2])
+
+
+def test_distinct_indices_are_numpys_choice_without_replacement_and_leave_the_generator_alike():
+    for seed in range(5):
+        ours, numpys = np.random.default_rng(seed), np.random.default_rng(seed)
+        for n in (3, 4, 17, 1000):
+            for count in (0, 1, 2, 3, 2, 1, 2):
+                assert distinct_indices(ours, n, count) == numpys.choice(n, size=count, replace=False).tolist()
+        assert ours.integers(2**62) == numpys.integers(2**62)  # the same state after every draw
+
+
+def test_the_lessons_task_is_the_draw_it_always_was():
+    task = make_translation_task(seed=0)
+    splits = json.dumps([task.train, task.valid, task.test, task.unseen])
+    assert hashlib.sha256(splits.encode()).hexdigest() == LESSON_TASK_SHA256
 
 
 def test_same_seed_same_task():
