@@ -15,7 +15,7 @@ LEARNER = ROOT / "requirements.txt"
 TEST_ONLY = ROOT / "requirements-test.txt"
 SITE_ONLY = ROOT / "requirements-site.txt"  # the website builder's own environment, .venv-site
 SITE_TOOLS = {"sphinx", "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline"}
-TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "ruff", "playwright", "nbgrader", "peft"}
+TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "ruff", "playwright", "nbgrader", "peft", "scipy"}
 # For each pinned package: where the course uses it (files, and a pattern found in one of them).
 USED = {
     "torch": ("transformer_lib/*.py", r"^import torch$"),
@@ -38,6 +38,7 @@ USED = {
     "playwright": ("tests/browser/*.py", r"from playwright"),
     "nbgrader": ("tests/test_grade.py", r"^from nbgrader"),
     "peft": ("tests/test_lora.py", r'importorskip\("peft"\)'),
+    "scipy": ("tests/test_confidence.py", r"^from scipy import stats$"),
     "sphinx": ("course_tools/site.py", r"from sphinx\.cmd\.build import"),
     "myst-nb": ("course_tools/site_config/conf.py", r'"myst_nb"'),
     "sphinx-book-theme": ("course_tools/site_config/conf.py", r'html_theme = "sphinx_book_theme"'),

@@ -12,8 +12,10 @@ training, optim, evaluation, checkpoints and recipes (09), decoding (10), gpt (i
 loop and losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub
 and llama (12), compare (a learner's model against a reference: lessons 07-08 and 12), induction and interpret (13),
 speculative, quantization and distributed (14; distributed is imported from its module, not re-exported here), sft
-and lora (15), preferences, dpo and rl (16). Beside the lessons, speed is the course's yardstick: how fast this
-machine trains the GPT benchmark's model, to state times at the reference speed.
+and lora (15), preferences, dpo and rl (16). Not yet in a lesson: confidence (intervals and paired comparisons; lesson
+14's acceptance interval is its Wilson interval) and ratings (Elo and Bradley-Terry), with evaluation's bits per
+byte, for a lesson on evaluation. Beside the lessons, speed is the course's yardstick: how fast this machine trains
+the GPT benchmark's model, to state times at the reference speed.
 """
 
 from .attention import (
@@ -52,6 +54,7 @@ from .compare import (
     llama_mapping,
     same_name_mapping,
 )
+from .confidence import bootstrap_interval, difference_interval, mcnemar_test, wilson_interval
 from .data import (
     CharTokenizer,
     TranslationTask,
@@ -99,6 +102,7 @@ from .dpo import (
 from .evaluation import (
     baseline_losses,
     bigram_probabilities,
+    bits_per_byte,
     bleu,
     chrf,
     evaluate_lm_loss,
@@ -190,6 +194,7 @@ from .quantization import (
     quantize_linear_layers,
     state_nbytes,
 )
+from .ratings import bradley_terry, elo_ratings, expected_score
 from .recipes import CharGPTRun, char_gpt_config, train_char_gpt, train_translation_model, translation_model_config
 from .retrieval import RetrievalAttention, RetrievalHistory, retrieval_batch, train_retrieval
 from .rl import (
@@ -387,6 +392,7 @@ __all__ = [
     "WidthLadder",
     "baseline_losses",
     "bigram_probabilities",
+    "bits_per_byte",
     "bootstrap_exponent",
     "char_gpt_config",
     "chunked_attention",
@@ -541,6 +547,14 @@ __all__ = [
     "rl_tuned",
     "sample_responses",
     "train_rl",
+    # evaluation, in no lesson yet: how sure a score is, ratings from comparisons
+    "bootstrap_interval",
+    "bradley_terry",
+    "difference_interval",
+    "elo_ratings",
+    "expected_score",
+    "mcnemar_test",
+    "wilson_interval",
     # the yardstick: this machine's speed, and times stated at the reference machine's
     "REFERENCE_STEPS_PER_S",
     "at_reference",

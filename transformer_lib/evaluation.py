@@ -9,7 +9,9 @@ et al., 2002) the word n-grams (n = 1 … 4), by precision only, with a penalty 
 references.
 
 Every language-model loss is a cross-entropy in nats per character: the mean of ``-ln p(next character)``; ``ln V`` is
-the loss of a uniform guess over V characters. Shape legend: N = characters in a split, V = vocabulary size.
+the loss of a uniform guess over V characters. Bits per byte divides the same nats by the text's bytes instead, so
+that models whose tokens are not characters compare with it. Shape legend: N = characters in a split, V = vocabulary
+size.
 """
 
 from __future__ import annotations
@@ -141,6 +143,22 @@ def evaluate_lm_loss(
         count += targets.numel()
     return total / count
 
+
+
+def bits_per_byte(token_nats: torch.Tensor, token_bytes: torch.Tensor) -> float:
+    """Bits per byte of text: the nats a language model pays for its predicted tokens, summed, over ln 2 times the
+    UTF-8 bytes those tokens stand for, summed (as nanochat's ``evaluate_bpb``). Tokens of 0 bytes (special tokens,
+    masked positions) count in neither sum. Unlike the mean loss per token, it does not depend on how a tokenizer
+    cuts the text, so a character model and a BPE model compare on one scale.
+
+    ``token_nats``: (N,) each predicted token's -ln p; ``token_bytes``: (N,) the bytes of its text."""
+    if token_nats.shape != token_bytes.shape:
+        raise ValueError(f"need one byte count per token: got {tuple(token_nats.shape)} losses and "
+                         f"{tuple(token_bytes.shape)} byte counts")
+    counted = token_bytes > 0  # (N,)
+    if not counted.any():
+        raise ValueError("no token stands for any byte of text: nothing to measure")
+    return token_nats[counted].double().sum().item() / (math.log(2) * token_bytes[counted].sum().item())
 
 def unigram_probabilities(train: torch.Tensor, vocab_size: int, smoothing: float = 1.0) -> torch.Tensor:
     """How often each character occurs in ``train`` (N,), plus ``smoothing`` each, normalised: (V,) float64."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .confidence import wilson_interval
 from .data import check_token_ids
 from .decoding import Picker, generate_tokens, greedy_pick, sampling_distribution, sampling_picker
 from .gpt import GPT, GPTCache
@@ -148,7 +149,8 @@ def expected_tokens_per_call(acceptance: float, k: int) -> float:
 
 
 def acceptance_interval(accepted: int, examined: int, z: float = 1.96) -> tuple[float, float]:
-    """A Wilson score interval for α = ``accepted`` / ``examined`` (95 % with z = 1.96): (low, high).
+    """A Wilson score interval for α = ``accepted`` / ``examined`` (95 % with z = 1.96): (low, high)
+    (:func:`~transformer_lib.confidence.wilson_interval`).
 
     It treats the examined proposals as independent draws with one probability α. Acceptances that come in runs
     carry less information than that, so their true interval is wider than this one.
@@ -156,10 +158,7 @@ def acceptance_interval(accepted: int, examined: int, z: float = 1.96) -> tuple[
     if not 0 <= accepted <= examined or examined == 0:
         raise ValueError(f"need 0 <= accepted <= examined and examined > 0: got accepted={accepted}, "
                          f"examined={examined}")
-    rate, z2 = accepted / examined, z * z
-    centre = (rate + z2 / (2 * examined)) / (1 + z2 / examined)
-    half = z * (rate * (1 - rate) / examined + z2 / (4 * examined**2)) ** 0.5 / (1 + z2 / examined)
-    return max(0.0, centre - half), min(1.0, centre + half)  # exact at 0 and 1, where float rounding strays
+    return wilson_interval(accepted, examined, z)
 
 
 def expected_speedup(acceptance: float, k: int, draft_cost: float, verify_cost: float = 1.0) -> float:
