@@ -15,7 +15,8 @@ from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 def mask(pairs, pad_id, bug=None):
     length = max(len(p) + len(r) for p, r in pairs) - 1
-    inputs = torch.full((len(pairs), length), pad_id)
+    inputs = torch.zeros(len(pairs), length, dtype=torch.long) if bug == "zero" else torch.full((len(pairs), length),
+                                                                                                pad_id)
     labels = torch.full((len(pairs), length), pad_id if bug in ("padding", "by value") else -100)
     for row, (prompt, response) in enumerate(pairs):
         sequence = torch.cat((prompt, response))
@@ -24,9 +25,29 @@ def mask(pairs, pad_id, bug=None):
         labels[row, :n] = sequence[:-1] if bug == "unshifted" else sequence[1:]
         masked = {"prompt": 0, "first": len(prompt), "last": max(0, len(prompt) - 2)}.get(bug, len(prompt) - 1)
         labels[row, :masked] = -100
+        if bug == "early":  # the labels stop one token early: the end marker's label is lost
+            labels[row, n - 1] = -100
     if bug == "by value":  # padding found by its value: the pad id is also the end marker
         labels[labels == pad_id] = -100
-    return inputs, labels
+    return inputs, labels.float() if bug == "float" else labels  # float: -100.0 fills, as torch.ones(...) * -100
+
+
+def mask_left_padded(pairs, pad_id):
+    """Wrong: the solution's rows, padded on the left."""
+    inputs, labels = mask(pairs, pad_id)
+    shifts = [inputs.shape[1] - (len(p) + len(r) - 1) for p, r in pairs]
+    return (torch.stack([row.roll(k) for row, k in zip(inputs, shifts, strict=True)]),
+            torch.stack([row.roll(k) for row, k in zip(labels, shifts, strict=True)]))
+
+
+def diagnoses(result):
+    return [d["mistake"] for d in result.diagnoses]
+
+
+def once(result):
+    """``result``, after asserting that it names one mistake at most: one mistake, one diagnosis."""
+    assert len(result.diagnoses) <= 1, result.lines
+    return result
 
 
 def mask_vectorised(pairs, pad_id):
@@ -47,13 +68,14 @@ class LoRA(nn.Module):
             base = copy.deepcopy(base)
         self.base = base if bug == "trainable" else base.requires_grad_(False)
         self.scale = {"no scale": 1.0, "inverted": rank / alpha, "floored": alpha // rank}.get(bug, alpha / rank)
-        self.lora_A = nn.Parameter(torch.zeros(rank, base.in_features, dtype=base.weight.dtype))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
+        dtype = torch.float32 if bug == "float32" else base.weight.dtype  # float32: torch.randn's default
+        self.lora_A = nn.Parameter(torch.zeros(rank, base.in_features, dtype=dtype))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=dtype))
         if bug == "a ones":  # rank 1 for good: every row of A the same
             nn.init.ones_(self.lora_A)
         elif bug == "b ones":  # A zero, every column of B the same: rank 1 for good too
             nn.init.ones_(self.lora_B)
-        elif bug == "a zero b random":  # correct too: B A = 0 and A gets a gradient at once
+        elif bug in ("a zero b random", "b detached"):  # correct: B A = 0 and A gets a gradient at once
             nn.init.normal_(self.lora_B)
         elif bug != "both zero":
             nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
@@ -62,6 +84,8 @@ class LoRA(nn.Module):
         if bug == "two rows equal":
             with torch.no_grad():
                 self.lora_A[1] = self.lora_A[0]
+        if bug == "b frozen":
+            self.lora_B.requires_grad_(False)
         self.bug = bug
 
     def forward(self, x):
@@ -69,6 +93,16 @@ class LoRA(nn.Module):
             return self.base(x) + self.scale * x @ (self.lora_B @ self.lora_A)
         if self.bug == "detached":
             return self.base(x) + self.scale * (x @ self.lora_A.detach().T) @ self.lora_B.detach().T
+        if self.bug == "a detached":  # B (zero) still gets a gradient at the first step; A never trains
+            return self.base(x) + self.scale * (x @ self.lora_A.detach().T) @ self.lora_B.T
+        if self.bug == "b detached":  # A (zero) gets one at the first step; B never trains
+            return self.base(x) + self.scale * (x @ self.lora_A.T) @ self.lora_B.detach().T
+        if self.bug == "merged weight":  # correct too: one product with W + scale · B A
+            return F.linear(x, self.base.weight + self.scale * self.lora_B @ self.lora_A, self.base.bias)
+        if self.bug == "base without grad":  # correct too: the frozen base needs no graph
+            with torch.no_grad():
+                frozen = self.base(x)
+            return frozen + self.scale * (x @ self.lora_A.T) @ self.lora_B.T
         if self.bug == "flattened":  # a 2-D output for (batch, T, in) inputs
             x = x.reshape(-1, x.shape[-1])
         if self.bug == "linear":  # correct too, written with F.linear
@@ -91,7 +125,7 @@ def merge(layer, bug=None):
         bug, layer.scale * update)
     has_bias = base.bias is not None or bug == "bias added"
     merged = nn.Linear(base.in_features, base.out_features, bias=bug != "no bias" and has_bias,
-                       dtype=base.weight.dtype)
+                       dtype=torch.float32 if bug == "float32" else base.weight.dtype)
     with torch.no_grad():
         if bug == "in place":
             base.weight += update
@@ -110,6 +144,14 @@ def merge_another_way(layer):
     merged.weight = nn.Parameter(torch.addmm(base.weight, layer.lora_B, layer.lora_A, alpha=layer.scale).detach())
     if base.bias is not None:
         merged.bias = nn.Parameter(base.bias.detach().clone())
+    return merged
+
+
+def merge_deepcopy(layer):
+    """Right too: a copy of the base, the update added to the copy's weight."""
+    merged = copy.deepcopy(layer.base)
+    with torch.no_grad():
+        merged.weight += layer.scale * layer.lora_B @ layer.lora_A
     return merged
 
 
@@ -146,6 +188,16 @@ def test_response_mask_accepts_right_answers_and_names_each_mistake():
                          "returns two tensors (inputs, labels)")
 
 
+def test_response_mask_names_each_mistake_of_the_inputs_and_the_types_once():
+    assert_diagnosed(once(check.response_mask(mask_left_padded)), "padded-on-the-left")  # not the labels again
+    assert_diagnosed(once(check.response_mask(masking("zero"))), "padded-with-zero")
+    assert_diagnosed(once(check.response_mask(masking("float"))), "ids-not-long")  # right values, float labels
+    # a row whose labels stop one token early gives the labels of padding masked by value: the hint names both
+    early = check.response_mask(masking("early"))
+    assert_diagnosed(early, "padding-masked-by-value")
+    assert_rejected_with(early, "stop one token early")
+
+
 def test_response_mask_tries_a_batch_without_padding_and_edge_lengths():
     def longest_row_unpadded(pairs, pad_id):  # right only when every row has the batch's length
         inputs, labels = mask(pairs, pad_id)
@@ -177,6 +229,8 @@ def test_lora_parameter_count_accepts_right_answers_and_names_each_mistake():
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "one")), "count-one-matrix")
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "product")), "count-product")
     assert_diagnosed(check.lora_parameter_count(lambda i, o, r: count(i, o, r, "bias")), "count-with-bias")
+    assert check.lora_parameter_count(lambda i, o, r: float(count(i, o, r))).ok  # 24.0 is 24
+    assert not check.lora_parameter_count(lambda i, o, r: count(i, o, r) + 0.4).ok  # 24.4 is not
 
 
 def test_lora_layer_accepts_every_right_start_and_writing():
@@ -184,13 +238,21 @@ def test_lora_layer_accepts_every_right_start_and_writing():
     assert check.lora_layer(lora_with("frozen copy")).ok  # freezing its own copy of the base is right too
     assert check.lora_layer(lora_with("a zero b random")).ok  # B A = 0 at the start, and A gets a gradient
     assert check.lora_layer(lora_with("linear")).ok
+    assert check.lora_layer(lora_with("merged weight")).ok
+    assert check.lora_layer(lora_with("base without grad")).ok
 
 
 def test_lora_layer_names_each_mistake():
     assert_diagnosed(check.lora_layer(lora_with("trainable")), "base-trainable")
-    assert_diagnosed(check.lora_layer(lora_with("both random")), "update-nonzero-at-start")
+    assert_diagnosed(once(check.lora_layer(lora_with("both random"))), "update-nonzero-at-start")
     assert_diagnosed(check.lora_layer(lora_with("both zero")), "both-zero")
-    assert_diagnosed(check.lora_layer(lora_with("detached")), "no-gradient")
+    assert_diagnosed(once(check.lora_layer(lora_with("detached"))), "no-gradient")
+    # one adapter detached: the first step still trains the other, so the check sets both non-zero and looks again
+    assert_diagnosed(once(check.lora_layer(lora_with("a detached"))), "adapter-detached")
+    assert_diagnosed(once(check.lora_layer(lora_with("b detached"))), "adapter-detached")
+    assert_rejected_with(check.lora_layer(lora_with("a detached")), "forward cuts lora_A out of the graph")
+    assert_diagnosed(once(check.lora_layer(lora_with("b frozen"))), "adapter-frozen")  # not also "no gradient"
+    assert_diagnosed(once(check.lora_layer(lora_with("float32"))), "adapter-dtype")  # named, not a crash
     assert_diagnosed(check.lora_layer(lora_with("a ones")), "equal-directions")
     assert_diagnosed(check.lora_layer(lora_with("b ones")), "equal-directions")
     assert_diagnosed(check.lora_layer(lora_with("two rows equal")), "equal-directions")
@@ -210,11 +272,14 @@ def test_lora_layer_names_each_mistake():
 def test_merge_accepts_right_answers_and_names_each_mistake():
     assert check.merge_lora_layer(merge).ok
     assert check.merge_lora_layer(merge_another_way).ok
-    assert_diagnosed(check.merge_lora_layer(merging("no scale")), "merge-scale-missing")
-    assert_diagnosed(check.merge_lora_layer(merging("transposed")), "merge-transposed")
+    assert check.merge_lora_layer(merge_deepcopy).ok
+    # one mistake, one diagnosis: the output and the other layers do not name it again
+    assert_diagnosed(once(check.merge_lora_layer(merging("no scale"))), "merge-scale-missing")
+    assert_diagnosed(once(check.merge_lora_layer(merging("transposed"))), "merge-transposed")
     assert_diagnosed(check.merge_lora_layer(merging("twice")), "merged-twice")
-    assert_diagnosed(check.merge_lora_layer(merging("no bias")), "bias-dropped")
-    assert_diagnosed(check.merge_lora_layer(merging("in place")), "merged-in-place")
+    assert_diagnosed(once(check.merge_lora_layer(merging("no bias"))), "bias-dropped")
+    assert_diagnosed(once(check.merge_lora_layer(merging("in place"))), "merged-in-place")  # not "bias-none-added"
+    assert_diagnosed(once(check.merge_lora_layer(merging("float32"))), "merged-dtype")  # named, not a crash
     assert_rejected_with(check.merge_lora_layer(merging("in place")), "in place")
     assert_diagnosed(check.merge_lora_layer(merging("bias added")), "bias-none-added")
     crashes = check.merge_lora_layer(lambda layer: merge(layer) if layer.base.bias is not None else layer.base.bias.t())

@@ -67,18 +67,34 @@ def _label_mistakes(pairs: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int)
             _labels_with(pairs, pad_id, lambda p: p - 2)),
         Hint(idea="padding is in the loss: label padded positions -100, not pad_id, or the model learns to predict "
                   "padding", id="padding-counted"): padding_counted,
-        Hint(idea="you found the padding by its value (labels equal to pad_id), but here, as in the lesson, the pad "
-                  "id is also the end marker ~: every answer's last label, the one that teaches the model to stop, "
-                  "was masked too. Find the padding by position: it starts where the row's own tokens end",
+        Hint(idea="every answer's last label, the end marker ~ that teaches the model to stop, is -100. Here, as in "
+                  "the lesson, the pad id is also the end marker, so padding found by its value (labels equal to "
+                  "pad_id) masks it too; so does a row whose labels stop one token early. Find the padding by "
+                  "position: it starts where the row's own tokens end",
              id="padding-masked-by-value"): torch.where(expected_labels == pad_id, IGNORE_INDEX, expected_labels),
         Hint(idea="the labels are the inputs shifted by one: position t predicts token t + 1",
              id="labels-not-shifted"): torch.where(expected_labels == IGNORE_INDEX, IGNORE_INDEX, expected_inputs),
     }
 
 
+def _input_mistakes(pairs: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int) -> dict[Hint, torch.Tensor]:
+    """Each typical wrong answer's inputs for ``pairs``."""
+    sequences = [torch.cat((prompt, response))[:-1] for prompt, response in pairs]  # (T_p + T_r - 1,) each
+    length = max(len(s) for s in sequences)
+    left = torch.stack([torch.cat((torch.full((length - len(s),), pad_id), s)) for s in sequences])  # (batch, T)
+    zero = torch.stack([torch.cat((s, torch.zeros(length - len(s), dtype=torch.long))) for s in sequences])
+    return {
+        Hint(idea="the padding goes on the right, after each row's tokens: a causal model then never sees it from a "
+                  "real position, and position t of every row is the row's token t", id="padded-on-the-left"): left,
+        Hint(idea="pad with pad_id, the id the function is given, not with 0 (id 0 is a real character here)",
+             id="padded-with-zero"): zero,
+    }
+
+
 def response_mask(student_fn: Callable) -> CheckResult:
     """Check a function (pairs, pad_id) -> (inputs (batch, T), labels (batch, T)) for SFT on the responses only, on
-    three batches padded with the lesson's pad id (the end marker ``~``)."""
+    three batches padded with the lesson's pad id (the end marker ``~``). The first batch that fails gives the hints;
+    its labels are compared only when its inputs are right (left padding would fail both, one mistake)."""
     ex = Exercise("response_mask")
     with ex.run():
         pad_id = _tokenizer().ids[END]
@@ -96,7 +112,10 @@ def response_mask(student_fn: Callable) -> CheckResult:
                 expected_inputs,
                 hint=Hint(idea="the model reads every token but the last (nothing comes after it); pad shorter rows "
                                "with pad_id after their tokens", code="inputs[row, :n] = sequence[:-1]"),
+                mistakes=_input_mistakes(pairs, pad_id),
             )
+            if not inputs_ok:
+                break
             labels_ok = ex.compare(
                 f"{description}: the labels, the next token where it is a response token, IGNORE_INDEX (-100) "
                 "elsewhere", labels, expected_labels,
@@ -105,8 +124,19 @@ def response_mask(student_fn: Callable) -> CheckResult:
                                "response token", code="labels[row, : len(prompt) - 1] = -100"),
                 mistakes=_label_mistakes(pairs, pad_id),
             )
-            if not (inputs_ok and labels_ok):
+            if not labels_ok:
                 break  # one batch's hints are enough
+            if number == 0 and not ex.require(
+                    "inputs and labels are long tensors (token ids)",
+                    isinstance(inputs, torch.Tensor) and isinstance(labels, torch.Tensor)
+                    and inputs.dtype == labels.dtype == torch.long,
+                    problem=f"got {getattr(inputs, 'dtype', type(inputs).__name__)} inputs and "
+                            f"{getattr(labels, 'dtype', type(labels).__name__)} labels",
+                    hint=Hint(idea="return long torch tensors: nn.Embedding and F.cross_entropy's targets need "
+                                   "token ids as integers (torch.ones, torch.zeros and a fill of -100.0 make float "
+                                   "tensors)", code="torch.full((batch, T), -100, dtype=torch.long)",
+                              id="ids-not-long")):
+                break
     return ex.result
 
 
@@ -118,11 +148,13 @@ def lora_parameter_count(student_fn: Callable) -> CheckResult:
     ex = Exercise("lora_parameter_count")
     with ex.run():
         got = [ex.call(student_fn, n_in, n_out, r) for n_in, n_out, r in COUNT_CASES]
+        whole = all(float(g).is_integer() for g in got)  # int() would floor an answer of 24.4 to 24
+        numbers = torch.tensor([int(g) for g in got]) if whole else torch.tensor([float(g) for g in got])
         expected = [sum(p.numel() for p in LoRALinear(nn.Linear(n_in, n_out, device="meta"), r, 1.0).parameters()
                         if p.requires_grad) for n_in, n_out, r in COUNT_CASES]
         ex.compare(
             f"the trainable count for (in, out, rank) = {', '.join(map(str, COUNT_CASES))}",
-            torch.tensor([int(g) for g in got]), torch.tensor(expected),
+            numbers, torch.tensor(expected), atol=0.0, rtol=0.0,  # counts are exact
             hint=Hint(idea="only A (rank, in) and B (out, rank) train; count their numbers"),
             mistakes={
                 Hint(idea="the base's weight and bias are frozen: they are not part of LoRA's count",
@@ -225,22 +257,32 @@ def lora_layer(student_cls: Callable) -> CheckResult:
                 hint="self.lora_A = nn.Parameter(...) of shape (rank, base.in_features), lora_B (base.out_features, "
                      "rank)"):
             return ex.result
+        wrong_dtypes = sorted({f"lora_A {layer.lora_A.dtype}, lora_B {layer.lora_B.dtype}" for layer, *_ in cases
+                               if not layer.lora_A.dtype == layer.lora_B.dtype == torch.float64})
+        if not ex.require(
+                "lora_A and lora_B have the base weight's dtype (float64 here)", not wrong_dtypes,
+                problem=f"got {wrong_dtypes[0]}" if wrong_dtypes else "",
+                hint=Hint(idea="torch.randn and torch.zeros make float32 tensors unless told otherwise: create A and B "
+                               "with the base weight's dtype, or x @ A.T fails on a float64 layer",
+                          code="dtype=base.weight.dtype", id="adapter-dtype")):
+            return ex.result
         others = sorted({name for layer, *_ in cases for name, p in layer.named_parameters()
                          if p.requires_grad and name not in ("lora_A", "lora_B")})
         ex.require("the layer's parameters other than lora_A and lora_B (the base's weight and bias) are frozen",
                    not others, problem=f"these still train: {', '.join(others)}",
                    hint=Hint(idea="the base weights must not train: only A and B do (and the optimiser then holds "
                                   "state for them alone)", code="base.requires_grad_(False)", id="base-trainable"))
-        ex.require("lora_A and lora_B train",
-                   all(layer.lora_A.requires_grad and layer.lora_B.requires_grad for layer, *_ in cases),
-                   hint="nn.Parameter requires a gradient by default: do not freeze A or B")
+        trains = ex.require("lora_A and lora_B train",
+                            all(layer.lora_A.requires_grad and layer.lora_B.requires_grad for layer, *_ in cases),
+                            hint=Hint(idea="nn.Parameter requires a gradient by default: do not freeze A or B",
+                                      id="adapter-frozen"))
         starts = [(layer.lora_A.detach().clone(), layer.lora_B.detach().clone()) for layer, *_ in cases]
-        ex.require("B A is zero at the start, so the adapted layer starts as the base layer",
-                   all(not (b @ a).any() for a, b in starts),
-                   hint=Hint(idea="B A is not zero at the start: the adapted model no longer computes what the base "
-                                  "model computed before any training. Start one of A and B at zero (Hu et al.: B) "
-                                  "and the other random", code="nn.init.zeros_(self.lora_B)",
-                             id="update-nonzero-at-start"))
+        starts_zero = ex.require("B A is zero at the start, so the adapted layer starts as the base layer",
+                                 all(not (b @ a).any() for a, b in starts),
+                                 hint=Hint(idea="B A is not zero at the start: the adapted model no longer computes "
+                                                "what the base model computed before any training. Start one of A "
+                                                "and B at zero (Hu et al.: B) and the other random",
+                                           code="nn.init.zeros_(self.lora_B)", id="update-nonzero-at-start"))
         # The square layer first: every named mistake below gives an output of the right shape there.
         (layer, original, rank, alpha, x), (wide, wide_original, wide_rank, wide_alpha, wide_x) = cases
         out = layer(x)  # (batch, out)
@@ -248,16 +290,18 @@ def lora_layer(student_cls: Callable) -> CheckResult:
             (out * _inputs(*out.shape, seed=5)).sum().backward()  # the output along a random direction
         reached = any(p.grad is not None and bool(p.grad.any()) for p in (layer.lora_A, layer.lora_B))
         layer.zero_grad(set_to_none=True)
-        ex.require("a gradient reaches lora_A or lora_B at the first step, so LoRA can train", reached,
-                   hint=None if reached else _no_gradient_hint(*starts[0]))
+        if trains:  # a frozen A or B was named above
+            reached = ex.require("a gradient reaches lora_A or lora_B at the first step, so LoRA can train", reached,
+                                 hint=None if reached else _no_gradient_hint(*starts[0]))
         paired = next(((a, pair) for a, b in starts  # both zero is named above
                        if (a.any() or b.any()) and (pair := _paired_directions(a, b))), None)
         ex.require("no two of the rank's directions start equal (rows of A with their columns of B), so B A can "
                    "reach rank r", paired is None,
                    problem=f"directions {paired[1][0]} and {paired[1][1]} start equal" if paired else "",
                    hint=_equal_directions_hint(paired[0]) if paired else None)
-        ex.compare("at the start the layer computes what the base layer computes", out, original(x),
-                   hint="return the base layer's output plus the low-rank path")
+        if starts_zero:  # else named above, the same fact
+            ex.compare("at the start the layer computes what the base layer computes", out, original(x),
+                       hint="return the base layer's output plus the low-rank path")
         generator = torch.Generator().manual_seed(2)
         a = torch.randn(rank, 6, dtype=torch.float64, generator=generator)  # (r, in)
         b = torch.randn(6, rank, dtype=torch.float64, generator=generator)  # (out, r)
@@ -280,15 +324,28 @@ def lora_layer(student_cls: Callable) -> CheckResult:
                         base_out + alpha / rank * x @ (b @ a)),
                 }):
             return ex.result
+        if trains and reached:  # else named above
+            # At the start only one of A and B gets a gradient (the other's is a product with a zero matrix), so a
+            # forward that detaches the other passes the first step; with both non-zero, both must get one.
+            (layer(x) * _inputs(*out.shape, seed=5)).sum().backward()
+            detached = [name for name in ("lora_A", "lora_B")
+                        if (grad := getattr(layer, name).grad) is None or not grad.any()]
+            layer.zero_grad(set_to_none=True)
+            ex.require("with A and B both non-zero, a gradient reaches both", not detached,
+                       problem=f"none reaches {' or '.join(detached)}",
+                       hint=Hint(idea=f"forward cuts {' and '.join(detached)} out of the graph (.detach(), .data "
+                                      "or torch.no_grad()): no gradient reaches it, so it never trains. Use the "
+                                      "parameters themselves in forward", id="adapter-detached"))
         # Then the rectangular layer, with another rank and scale and (batch, T, in) inputs that are not contiguous.
         where = (f"on nn.Linear(5, 7) with rank {wide_rank}, alpha {wide_alpha:g} and non-contiguous (batch, T, in) "
                  "inputs")
         wide_out, wide_expected = wide(wide_x), wide_original(wide_x)  # (batch, T, out)
-        hint = ("write forward for inputs of any leading shape (..., in), returning (..., out): matrix products and .T "
-                "work on them as they are, without a view or reshape to 2-D" if wide_out.shape != wide_expected.shape
-                else "return the base layer's output plus the low-rank path")
-        if not ex.compare(f"{where}: at the start the layer computes what the base layer computes", wide_out,
-                          wide_expected, hint=hint):
+        shape_hint = ("write forward for inputs of any leading shape (..., in), returning (..., out): matrix "
+                      "products and .T work on them as they are, without a view or reshape to 2-D"
+                      if wide_out.shape != wide_expected.shape else None)
+        if starts_zero and not ex.compare(f"{where}: at the start the layer computes what the base layer computes",
+                                          wide_out, wide_expected,
+                                          hint=shape_hint or "return the base layer's output plus the low-rank path"):
             return ex.result
         a = torch.randn(wide_rank, 5, dtype=torch.float64, generator=generator)  # (r, in)
         b = torch.randn(7, wide_rank, dtype=torch.float64, generator=generator)  # (out, r)
@@ -297,7 +354,8 @@ def lora_layer(student_cls: Callable) -> CheckResult:
         _set_adapters(reference, a, b)
         wide_base, wide_update = wide_original(wide_x), wide_x @ a.T @ b.T  # (batch, T, out) each
         ex.compare(f"{where}: with A and B set, the output is the formula's", wide(wide_x), reference(wide_x),
-                   hint="use the layer's own in, out, rank and alpha (nothing fixed to the first layer's)",
+                   hint=shape_hint or "use the layer's own in, out, rank and alpha (nothing fixed to the first "
+                                      "layer's)",
                    mistakes={Hint(idea="alpha / rank is a true division: integer division (//) drops the fraction "
                                        "when the rank does not divide alpha", id="scale-floored"): (
                        wide_base + (wide_alpha // wide_rank) * wide_update)})
@@ -332,7 +390,7 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
             return ex.result
         w, bias = before.base.weight.detach(), before.base.bias.detach()
         ba = (before.lora_B @ before.lora_A).detach()  # (out, in)
-        ex.compare(
+        weight_ok = ex.compare(
             "the merged weight is W + (alpha / rank) · B A", merged.weight.detach(), before.merged().weight.detach(),
             hint=Hint(idea="B (out, r) times A (r, in) is an (out, in) matrix like W; scale it by alpha / rank",
                       code="base.weight + layer.scale * layer.lora_B @ layer.lora_A"),
@@ -346,11 +404,18 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
             },
         )
         merged_bias = merged.bias.detach() if merged.bias is not None else torch.zeros_like(bias)
-        ex.compare("the merged layer keeps the base's bias", merged_bias, bias,
-                   mistakes={Hint(idea="copy the base layer's bias into the merged layer: merging changes only the "
-                                       "weight", id="bias-dropped"): torch.zeros_like(bias)})
-        ex.compare("the merged layer's output equals the LoRA layer's (float64 tolerance)", merged(x).detach(),
-                   before(x).detach(), atol=1e-10, rtol=1e-10)
+        bias_ok = ex.compare("the merged layer keeps the base's bias", merged_bias, bias,
+                             mistakes={Hint(idea="copy the base layer's bias into the merged layer: merging changes "
+                                                 "only the weight", id="bias-dropped"): torch.zeros_like(bias)})
+        dtype_ok = ex.require(
+            "the merged layer has the base weight's dtype (float64 here)", merged.weight.dtype == w.dtype,
+            problem=f"got {merged.weight.dtype}",
+            hint=Hint(idea="nn.Linear makes a float32 layer unless told otherwise, and copying float64 numbers into it "
+                           "rounds them: give it the base weight's dtype", code="dtype=base.weight.dtype",
+                      id="merged-dtype"))
+        if weight_ok and bias_ok and dtype_ok:  # else named above
+            ex.compare("the merged layer's output equals the LoRA layer's (float64 tolerance)", merged(x).detach(),
+                       before(x).detach(), atol=1e-10, rtol=1e-10)
         ex.require(
             "the LoRA layer you merged is unchanged (its base weight still W)",
             torch.equal(layer.base.weight, before.base.weight),
@@ -358,6 +423,8 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
                            "it twice. Build the merged weight as a new tensor", code="weight = W + update  # not W += "
                            "update", id="merged-in-place"),
         )
+        if not (weight_ok and bias_ok and dtype_ok):
+            return ex.result  # the other layers would repeat the same mistake
         wide = _trained_lora_layer(5, 7, rank=3, alpha=7.0)
         wide_x = _inputs(3, 2, 5, seed=4).transpose(0, 1)  # (2, 3, in), not contiguous
         merged = ex.call(student_fn, copy.deepcopy(wide), description="merge(a 5 -> 7 LoRA layer of rank 3)")
@@ -366,11 +433,12 @@ def merge_lora_layer(student_fn: Callable) -> CheckResult:
                    and torch.allclose(merged(wide_x), wide(wide_x), atol=1e-10, rtol=1e-10),
                    hint="use the layer's own shapes and scale: B A is (out, in), like W")
         no_bias = _trained_lora_layer(bias=False)
-        merged = ex.call(student_fn, no_bias, description="merge(a LoRA layer whose base has bias=None)")
-        ex.require("a base without bias gives a merged layer without bias, computing the same",
-                   isinstance(merged, nn.Linear) and merged.bias is None
-                   and torch.allclose(merged(x), no_bias(x), atol=1e-10, rtol=1e-10),
-                   hint=Hint(idea="nn.Linear(..., bias=False) when the base has none (base.bias is None); copy the "
-                                  "bias only when there is one", code="bias=layer.base.bias is not None",
-                             id="bias-none-added"))
+        merged = ex.call(student_fn, copy.deepcopy(no_bias), description="merge(a LoRA layer whose base has bias=None)")
+        if ex.require("a base without bias gives a merged layer without bias",
+                      isinstance(merged, nn.Linear) and merged.bias is None,
+                      hint=Hint(idea="nn.Linear(..., bias=False) when the base has none (base.bias is None); copy "
+                                     "the bias only when there is one", code="bias=layer.base.bias is not None",
+                                id="bias-none-added")):
+            ex.compare("without bias, the merged layer computes what the LoRA layer computes", merged(x).detach(),
+                       no_bias(x).detach(), atol=1e-10, rtol=1e-10)
     return ex.result
