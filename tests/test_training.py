@@ -11,10 +11,19 @@ from bounds import bound, bound_seeds
 from course_tools import CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
-from transformer_lib.data import ADJECTIVES, CharTokenizer, make_translation_task, train_valid_split, zen_of_python
+from transformer_lib.data import (
+    ADJECTIVES,
+    NOUNS,
+    VERBS,
+    CharTokenizer,
+    make_translation_task,
+    train_valid_split,
+    zen_of_python,
+)
 from transformer_lib.evaluation import bleu, chrf, translate
 from transformer_lib.gpt import GPT, GPTConfig
-from transformer_lib.model import Transformer
+from transformer_lib.masks import padding_mask
+from transformer_lib.model import Transformer, cross_attention_weights
 from transformer_lib.recipes import train_translation_model, translation_model_config
 from transformer_lib.training import (
     LMHistory,
@@ -321,6 +330,72 @@ def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_th
     margins = (0.30, 20, 10)  # exact match (a fraction), BLEU, chrF: measured gaps 0.61-0.64, 43-45, 19-20
     for name, w, wo, m in zip(("exact match", "BLEU", "chrF"), *scores, margins, strict=True):
         bound(f"{name} with minus without positions", w - wo, at_least=m)
+
+
+@pytest.mark.trained
+@pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its run loads from the cache
+def test_lesson_09s_run_learns_the_task_and_not_the_unseen_kind(seed):
+    """Lesson 09's 400-step run, with the bounds the lesson asserts on seed 0: the validation loss, the test split's
+    exact match, BLEU and chrF, the unseen two-adjective split's failure, and no layer whose mean attention is an
+    alignment of the verb."""
+    run = train_translation_model(TrainingConfig(seed=seed), torch.device("cpu"), progress=False)
+    model, task, history = run.model.eval(), run.task, run.history
+    bound("validation loss at the end", history.valid_loss[-1], at_most=0.3)
+    bound("validation loss, last / first measurement", history.valid_loss[-1] / history.valid_loss[0], at_most=0.2)
+    scores = {}
+    for split in ("test", "unseen"):
+        pairs = getattr(task, split)
+        references = [t for _, t in pairs]
+        predictions = translate(model, task, [s for s, _ in pairs])
+        exact = sum(p == t for p, t in zip(predictions, references, strict=True)) / len(pairs)
+        scores[split] = exact, bleu(predictions, references), chrf(predictions, references)
+    (exact, test_bleu, test_chrf), (unseen_exact, unseen_bleu, unseen_chrf) = scores["test"], scores["unseen"]
+    bound("test exact match", exact, at_least=0.99)
+    bound("test BLEU", test_bleu, at_least=95)
+    bound("test chrF", test_chrf, at_least=99)
+    bound("unseen exact match", unseen_exact, at_most=0.10)
+    bound("unseen chrF", unseen_chrf, at_least=50)
+    bound("test minus unseen chrF", test_chrf - unseen_chrf, at_least=10)
+    bound("unseen chrF minus BLEU", unseen_chrf - unseen_bleu, at_least=10)
+    source_verbs = {form for singular, (plural, *_) in VERBS.items() for form in (singular, plural)}
+    src, tgt = task.encode_pairs(task.test)  # (N, S), (N, T)
+    decoder_input, _ = shift_for_teacher_forcing(tgt)
+    maps = cross_attention_weights(model, src, decoder_input, src_mask=padding_mask(src, task.src_vocab.pad_id))
+    verb_row = torch.tensor([len(t) - 1 for _, t in task.test])  # the position that predicts the verb
+    verb_column = torch.tensor([next(i for i, w in enumerate(s) if w in source_verbs) for s, _ in task.test])
+    sentences = torch.arange(len(task.test))
+    on_verb = []  # per layer, the share of sentences whose verb row peaks on the source verb: heads averaged, each head
+    for weights in maps:  # weights: (N, heads, T, S)
+        rows = weights[sentences, :, verb_row]  # (N, heads, S)
+        on_verb += [(rows.mean(1).argmax(-1) == verb_column).float().mean().item(),
+                    *(rows.argmax(-1) == verb_column[:, None]).float().mean(0).tolist()]
+    bound("largest share of sentences a head or mean puts on the source verb", max(on_verb), at_least=0.3)
+
+
+@pytest.mark.trained
+@pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its run loads from the cache
+def test_lesson_06s_translator_has_a_head_that_looks_up_the_word_being_translated(seed):
+    """Lesson 06's bound on the 150-step translator: in decoder layer 1's cross-attention, some head puts its largest
+    weight on the source word being translated for at least half of the content words of 300 test sentences."""
+    run = train_translation_model(TrainingConfig(steps=150, warmup_steps=40, seed=seed), torch.device("cpu"),
+                                  progress=False)
+    model, task = run.model.eval(), run.task
+    to_source = {target: source for source, target in ADJECTIVES.items()}  # target word -> source word
+    for singular, (plural, target_singular, target_plural, _) in NOUNS.items():
+        to_source |= {target_singular: singular, target_plural: plural}
+    for singular, (plural, target_singular, target_plural) in VERBS.items():
+        to_source |= {target_singular: singular, target_plural: plural}
+    pairs = task.test[:300]
+    src, tgt = task.encode_pairs(pairs)
+    decoder_input, _ = shift_for_teacher_forcing(tgt)  # row i predicts target word i
+    cross = cross_attention_weights(model, src, decoder_input, src_mask=padding_mask(src, task.src_vocab.pad_id))[1]
+    hits, words = torch.zeros(cross.shape[1]), 0  # per head
+    for n, (source_words, target_words) in enumerate(pairs):
+        for i, word in enumerate(target_words):
+            if word in to_source and source_words.count(to_source[word]) == 1:
+                hits += cross[n, :, i].argmax(dim=-1) == source_words.index(to_source[word])
+                words += 1
+    bound("best head's share of words looked up in the source", hits.max().item() / words, at_least=0.5)
 
 
 def test_the_unigram_baseline_lies_between_a_perfect_model_and_a_uniform_guess():
