@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.device import DEVICE_ENV_VAR, get_device
+from transformer_lib.device import DEVICE_ENV_VAR, get_device, single_thread
 from transformer_lib.device_check import DeviceCheckResult, DeviceTarget, check_device
 from transformer_lib.speed import REFERENCE_STEPS_PER_S, machine_speed
 
@@ -128,13 +128,16 @@ def advice(target: DeviceTarget) -> list[str]:
     return lines
 
 
-def speed_lines(steps_per_s: float) -> list[str]:
-    """The machine's speed on the yardstick, and what a lesson's budget at the reference machine means here."""
+def speed_lines(steps_per_s: float, one_thread: float) -> list[str]:
+    """The machine's speed on the yardstick, what a lesson's budget at the reference machine means here, and the
+    speed on one thread, as the lessons train (README, "How fast is your machine?")."""
     here = LESSON_BUDGET_S * REFERENCE_STEPS_PER_S / steps_per_s
     reference = f"{REFERENCE_STEPS_PER_S:g}"
     return [f"speed        {steps_per_s:.1f} steps/s of the GPT benchmark's model (the reference machine: {reference}; "
             f"times in the README and lessons are stated at {reference})",
-            f"             a lesson that takes {LESSON_BUDGET_S:g} s at the reference takes about {here:.0f} s here"]
+            f"             a lesson that takes {LESSON_BUDGET_S:g} s at the reference takes about {here:.0f} s here",
+            f"             {one_thread:.1f} steps/s on one thread, as the lessons train: the other threads add "
+            f"{steps_per_s / one_thread:.2f}x"]
 
 
 def report_device(target: DeviceTarget, results: Iterable[DeviceCheckResult]) -> bool:
@@ -162,7 +165,9 @@ def main(argv: list[str]) -> int:
     print(f"cpu kernels  {torch.backends.cpu.get_cpu_capability()} (torch.backends.cpu.get_cpu_capability())")
     print(f"blas         {blas_description()}")
     print(f"threads      {torch.get_num_threads()} (torch.get_num_threads(); {os.cpu_count()} logical cores)")
-    for line in speed_lines(machine_speed()):
+    with single_thread():
+        one_thread = machine_speed()
+    for line in speed_lines(machine_speed(), one_thread):
         print(line)
     print("environment variables that change results:")
     for name in RESULT_VARIABLES:

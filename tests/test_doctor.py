@@ -116,7 +116,8 @@ def test_a_healthy_run_prints_every_check_and_exits_0(monkeypatch, capsys):
     assert f"threads      {torch.get_num_threads()} " in out
     assert ("speed        30.0 steps/s of the GPT benchmark's model (the reference machine: 15; times in the README "
             "and lessons are stated at 15)\n"
-            "             a lesson that takes 45 s at the reference takes about 22 s here\n") in out
+            "             a lesson that takes 45 s at the reference takes about 22 s here\n"
+            "             30.0 steps/s on one thread, as the lessons train: the other threads add 1.00x\n") in out
     assert "  OMP_NUM_THREADS        2\n" in out and f"  {DEVICE_ENV_VAR} cpu\n" in out
     assert "lessons use  cpu " in out
     assert out.rstrip().endswith("[course] doctor: every device check passed")
@@ -130,8 +131,9 @@ def test_a_device_variable_the_lessons_cannot_use_fails(monkeypatch, capsys):
 
 
 def test_the_speed_says_what_a_lessons_budget_takes_here():
-    [_, slow] = doctor.speed_lines(7.5)  # half the reference's speed
+    [_, slow, one_thread] = doctor.speed_lines(7.5, 5.0)  # half the reference's speed; 5 on one thread
     assert slow.endswith("a lesson that takes 45 s at the reference takes about 90 s here")
+    assert one_thread.endswith("5.0 steps/s on one thread, as the lessons train: the other threads add 1.50x")
 
 
 def test_packages_that_differ_or_are_missing_are_reported(monkeypatch, tmp_path):
