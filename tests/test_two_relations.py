@@ -9,6 +9,7 @@ from transformer_lib.two_relations import (
     TwoRelationsHistory,
     TwoRelationsModel,
     TwoRelationsTask,
+    head_roles,
     train_two_relations,
     two_relations_batch,
     two_relations_loss,
@@ -42,6 +43,14 @@ def test_two_heads_learn_both_relations_where_one_head_of_twice_the_width_cannot
     bound("two heads: both relations right", two.both[-1], at_least=0.95)  # the bounds lesson 06 asserts
     bound("one head: both relations right", one.both[-1], at_most=0.3)
     bound("one head: previous value right", one.previous[-1], at_least=0.9)
+    held_out = two_relations_batch(TwoRelationsTask(), 1000, torch.Generator().manual_seed(10_000 + seed))
+    roles = head_roles(two_model, held_out)  # per head: share of positions peaking on each relation's position
+    on_previous = max(range(2), key=lambda head: roles["previous"][head])
+    bound("two heads: one head's largest weight on the previous position", roles["previous"][on_previous],
+          at_least=0.9)  # the split lesson 06 asserts
+    bound("two heads: the other head's on the named key", roles["match"][1 - on_previous], at_least=0.9)
+    bound("one head: its largest weight on the previous position", head_roles(one_model, held_out)["previous"][0],
+          at_least=0.9)
 
 
 def test_the_loss_of_both_relations_is_the_sum_of_each_alone():

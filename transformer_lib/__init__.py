@@ -274,7 +274,7 @@ from .training import (
     transformer_lr,
     warmup_linear_decay_lr,
 )
-from .two_relations import train_two_relations
+from .two_relations import head_roles, train_two_relations
 
 __all__ = [
     # lesson 00: device and seeds, and whether the device computes right
@@ -319,6 +319,7 @@ __all__ = [
     "merge_heads",
     "record_attention",
     "split_heads",
+    "head_roles",
     "train_two_relations",
     # lesson 07: encoder and decoder layers
     "DecoderLayer",

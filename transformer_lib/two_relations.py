@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .device import set_seed, single_thread
-from .multi_head import MultiHeadAttention
+from .multi_head import MultiHeadAttention, record_attention
 
 RELATIONS = ("previous", "match")  # the previous position's value; the value under the key the query names
 
@@ -119,6 +119,18 @@ def two_relations_accuracy(model: TwoRelationsModel, batch: TwoRelationsBatch) -
     return {"previous": previous_right.float().mean().item(), "match": match_right.float().mean().item(),
             "both": (previous_right & match_right).float().mean().item()}
 
+
+
+@torch.no_grad()
+def head_roles(model: TwoRelationsModel, batch: TwoRelationsBatch) -> dict[str, list[float]]:
+    """Which relation each head follows: per head, the share of positions 1 … T-1 whose largest attention weight
+    falls on the previous position ("previous") and on the position whose key the query names ("match")."""
+    weights = record_attention(model, batch)["attention"]  # (batch, heads, T, T)
+    picked = weights.argmax(-1)[:, :, 1:]  # (batch, heads, T-1): the position each query position weights most
+    previous = torch.arange(batch.keys.shape[1] - 1, device=picked.device)  # (T-1,): position i - 1 for i = 1 … T-1
+    partner = (batch.queries[:, :, None] == batch.keys[:, None, :]).int().argmax(-1)[:, 1:]  # (batch, T-1): keys differ
+    return {"previous": (picked == previous).float().mean(dim=(0, 2)).tolist(),
+            "match": (picked == partner[:, None]).float().mean(dim=(0, 2)).tolist()}
 
 @dataclass
 class TwoRelationsHistory:
