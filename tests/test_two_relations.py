@@ -22,7 +22,7 @@ def test_a_batch_asks_for_the_previous_value_and_the_value_under_the_named_key()
     assert all(len(set(row)) == task.length for row in batch.keys.tolist())  # every key once per sequence
     assert torch.equal(batch.previous[:, 1:], batch.values[:, :-1]) and torch.all(batch.previous[:, 0] == -1)
     named = (batch.queries[:, :, None] == batch.keys[:, None, :]).int().argmax(-1)  # (batch, T): the key's position
-    assert torch.equal(batch.values.gather(1, named), batch.match)
+    assert torch.equal(named, batch.partner) and torch.equal(batch.values.gather(1, named), batch.match)
     positions = torch.arange(task.length)
     assert not torch.any(named == positions) and not torch.any(named == (positions - 1) % task.length)
     assert len(set(named.flatten().tolist())) == task.length  # every position is named somewhere

@@ -42,10 +42,14 @@ def bootstrap_interval(values, statistic: Callable = np.mean, confidence: float 
     values = np.asarray(values, dtype=float)
     if values.ndim != 1 or len(values) < 2:
         raise ValueError(f"need a 1-D array of at least 2 items' values: got shape {values.shape}")
+    picks = np.random.default_rng(seed).integers(0, len(values), (resamples, len(values)))  # (resamples, n)
+    return _middle(statistic(values[picks], axis=-1), confidence)
+
+
+def _middle(estimates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentiles that keep the middle ``confidence`` of the bootstrap ``estimates`` (resamples,)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence={confidence} must lie between 0 and 1, e.g. 0.95")
-    picks = np.random.default_rng(seed).integers(0, len(values), (resamples, len(values)))  # (resamples, n)
-    estimates = statistic(values[picks], axis=-1)  # (resamples,)
     tail = (1 - confidence) / 2
     return float(np.percentile(estimates, 100 * tail)), float(np.percentile(estimates, 100 * (1 - tail)))
 
@@ -64,9 +68,7 @@ def difference_interval(scores_a, scores_b, paired: bool = True, confidence: flo
         return bootstrap_interval(a - b, confidence=confidence, resamples=resamples, seed=seed)
     generator = np.random.default_rng(seed)
     means = [sample[generator.integers(0, len(sample), (resamples, len(sample)))].mean(axis=-1) for sample in (a, b)]
-    tail = (1 - confidence) / 2
-    differences = means[0] - means[1]  # (resamples,)
-    return float(np.percentile(differences, 100 * tail)), float(np.percentile(differences, 100 * (1 - tail)))
+    return _middle(means[0] - means[1], confidence)  # each (resamples,)
 
 
 def mcnemar_test(right_a, right_b) -> tuple[int, int, float]:

@@ -45,13 +45,15 @@ class TwoRelationsTask:
 
 @dataclass
 class TwoRelationsBatch:
-    """Inputs and both targets, each (batch, T); ``previous`` at position 0 is -1 (no previous position)."""
+    """Inputs, both targets and the named positions, each (batch, T); ``previous`` at position 0 is -1 (no previous
+    position)."""
 
     keys: torch.Tensor
     values: torch.Tensor
     queries: torch.Tensor
     previous: torch.Tensor
     match: torch.Tensor
+    partner: torch.Tensor  # the position j whose key each query names
 
 
 def two_relations_batch(task: TwoRelationsTask, batch_size: int, generator: torch.Generator) -> TwoRelationsBatch:
@@ -64,7 +66,7 @@ def two_relations_batch(task: TwoRelationsTask, batch_size: int, generator: torc
     partner = (torch.arange(T) + offsets) % T  # (batch, T): the position j whose key each query names
     queries = keys.gather(1, partner)  # (batch, T)
     previous = torch.cat([torch.full((batch_size, 1), -1), values[:, :-1]], dim=1)  # (batch, T)
-    return TwoRelationsBatch(keys, values, queries, previous, values.gather(1, partner))
+    return TwoRelationsBatch(keys, values, queries, previous, values.gather(1, partner), partner)
 
 
 class TwoRelationsModel(nn.Module):
@@ -128,9 +130,8 @@ def head_roles(model: TwoRelationsModel, batch: TwoRelationsBatch) -> dict[str, 
     weights = record_attention(model, batch)["attention"]  # (batch, heads, T, T)
     picked = weights.argmax(-1)[:, :, 1:]  # (batch, heads, T-1): the position each query position weights most
     previous = torch.arange(batch.keys.shape[1] - 1, device=picked.device)  # (T-1,): position i - 1 for i = 1 … T-1
-    partner = (batch.queries[:, :, None] == batch.keys[:, None, :]).int().argmax(-1)[:, 1:]  # (batch, T-1): keys differ
     return {"previous": (picked == previous).float().mean(dim=(0, 2)).tolist(),
-            "match": (picked == partner[:, None]).float().mean(dim=(0, 2)).tolist()}
+            "match": (picked == batch.partner[:, None, 1:]).float().mean(dim=(0, 2)).tolist()}
 
 @dataclass
 class TwoRelationsHistory:
