@@ -12,9 +12,8 @@ training, optim, evaluation, checkpoints and recipes (09), decoding (10), gpt (i
 loop and losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub
 and llama (12), compare (a learner's model against a reference: lessons 07-08 and 12), induction and interpret (13),
 speculative, quantization and distributed (14; distributed is imported from its module, not re-exported here), sft
-and lora (15), preferences, dpo and rl (16). Not yet in a lesson: confidence (intervals and paired comparisons; lesson
-14's acceptance interval is its Wilson interval) and ratings (Elo and Bradley-Terry), with evaluation's bits per
-byte, for a lesson on evaluation. Beside the lessons, speed is the course's yardstick: how fast this machine trains
+and lora (15), preferences, dpo and rl (16), scoring, confidence and ratings (17; lesson 14's acceptance interval is
+confidence's Wilson interval). Beside the lessons, speed is the course's yardstick: how fast this machine trains
 the GPT benchmark's model, to state times at the reference speed.
 """
 
@@ -54,7 +53,14 @@ from .compare import (
     llama_mapping,
     same_name_mapping,
 )
-from .confidence import bootstrap_interval, difference_interval, mcnemar_test, wilson_interval
+from .confidence import (
+    bootstrap_interval,
+    difference_interval,
+    items_to_separate,
+    mcnemar_test,
+    pick_rate,
+    wilson_interval,
+)
 from .data import (
     CharTokenizer,
     TranslationTask,
@@ -195,7 +201,17 @@ from .quantization import (
     state_nbytes,
 )
 from .ratings import bradley_terry, elo_ratings, expected_score
-from .recipes import CharGPTRun, char_gpt_config, train_char_gpt, train_translation_model, translation_model_config
+from .recipes import (
+    BPEGPTRun,
+    CharGPTRun,
+    char_gpt_config,
+    leaked_char_gpt,
+    python_docs_split,
+    train_bpe_gpt,
+    train_char_gpt,
+    train_translation_model,
+    translation_model_config,
+)
 from .retrieval import RetrievalAttention, RetrievalHistory, retrieval_batch, train_retrieval
 from .rl import (
     REWARDS,
@@ -221,6 +237,17 @@ from .scaling import (
     score_memory_mib,
     train_width_ladder,
     training_flops,
+)
+from .scoring import (
+    ChoiceItem,
+    chunk_bits_per_byte,
+    membership_error_rates,
+    option_log_probs,
+    pick_by_generation,
+    pick_by_log_prob,
+    token_byte_counts,
+    token_losses,
+    translation_choices,
 )
 from .sft import (
     ANSWER,
@@ -548,13 +575,28 @@ __all__ = [
     "rl_tuned",
     "sample_responses",
     "train_rl",
-    # evaluation, in no lesson yet: how sure a score is, ratings from comparisons
+    # evaluation (17): scores, how sure they are, ratings from comparisons
+    "BPEGPTRun",
+    "ChoiceItem",
     "bootstrap_interval",
     "bradley_terry",
+    "chunk_bits_per_byte",
     "difference_interval",
     "elo_ratings",
     "expected_score",
+    "items_to_separate",
+    "leaked_char_gpt",
     "mcnemar_test",
+    "membership_error_rates",
+    "option_log_probs",
+    "pick_by_generation",
+    "pick_by_log_prob",
+    "pick_rate",
+    "python_docs_split",
+    "token_byte_counts",
+    "token_losses",
+    "train_bpe_gpt",
+    "translation_choices",
     "wilson_interval",
     # the yardstick: this machine's speed, and times stated at the reference machine's
     "REFERENCE_STEPS_PER_S",

@@ -1,5 +1,6 @@
-"""The recipes of the course's trained models: lesson 09's translator and lesson 11's character GPT (the task or
-text, the model's sizes and the seeded training run).
+"""The recipes of the course's trained models: lesson 09's translator, lesson 11's character GPT, and lesson 17's
+GPT over BPE tokens and its character GPT trained on with leaked held-out text (the task or text, the model's sizes
+and the seeded training run).
 
 Lesson 10 loads the translator lesson 09 saves; when the checkpoint is missing, it retrains with its recipe. Lesson 10
 also trains a shorter run of the character GPT, whose next-character distributions show what sampling filters do.
@@ -7,12 +8,14 @@ also trains a shorter run of the character GPT, whose next-character distributio
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from .bpe import BPETokenizer, train_bpe
 from .data import CharTokenizer, TranslationTask, make_translation_task, python_docs, train_valid_split
 from .device import get_device, set_seed, single_thread
 from .gpt import GPT, GPTConfig
@@ -134,3 +137,73 @@ def train_char_gpt(
     model, state = cached_continued_training("char-gpt", arguments, steps, build, run, device)
     history = LMHistory(**state["history"])
     return CharGPTRun(model, tokenizer, train_split, valid_split, history)
+
+
+def python_docs_split(valid_fraction: float = 0.1) -> tuple[str, str]:
+    """Python's documentation cut where :func:`train_char_gpt` cuts it: (training text, held-out text)."""
+    text = python_docs()
+    cut = int(len(text) * (1 - valid_fraction))  # as train_valid_split cuts one id per character
+    return text[:cut], text[cut:]
+
+
+@dataclass
+class BPEGPTRun:
+    """The result of :func:`train_bpe_gpt`: the model, its tokenizer, both splits as token ids (N,) and the history."""
+
+    model: GPT
+    tokenizer: BPETokenizer
+    train: torch.Tensor
+    valid: torch.Tensor
+    history: LMHistory
+
+
+def train_bpe_gpt(
+    steps: int = 300, num_merges: int = 256, device: torch.device | None = None, seed: int = 0
+) -> BPEGPTRun:
+    """A GPT of :func:`char_gpt_config`'s sizes over byte-level BPE tokens (lesson 12's ``train_bpe`` with
+    ``num_merges`` merges, learned on the training text only), trained as :func:`train_char_gpt` trains: the same
+    text split, batch, learning rate and seed. Each token stands for about two characters, so the same steps read
+    about twice the text. Cached like the other recipes."""
+    device = device or get_device()
+    train_text, valid_text = python_docs_split()
+    tokenizer = train_bpe(train_text, num_merges)
+    train_split, valid_split = (torch.tensor(tokenizer.encode(text)) for text in (train_text, valid_text))
+    config = GPTConfig(**{**asdict(char_gpt_config(1)), "vocab_size": len(tokenizer)})
+
+    def build() -> GPT:
+        set_seed(seed)
+        return GPT(config).to(device)
+
+    def run(model: GPT) -> LMHistory:
+        with single_thread():
+            return train_gpt(model, train_split, steps=steps, batch_size=32, lr=3e-3, seed=seed)
+
+    arguments = {"config": config, "steps": steps, "num_merges": num_merges, "seed": seed}
+    model, history = cached_training("bpe-gpt", arguments, build, run, LMHistory, device)
+    return BPEGPTRun(model, tokenizer, train_split, valid_split, history)
+
+
+def leaked_char_gpt(
+    extra_steps: int, leaked: str = "", repeats: int = 0, base_steps: int = 300, device: torch.device | None = None,
+    seed: int = 0,
+) -> CharGPTRun:
+    """:func:`train_char_gpt`'s ``base_steps`` run, trained ``extra_steps`` more (a fresh AdamW, the same rate) on
+    its training text followed by ``leaked`` written out ``repeats`` times: held-out text that leaked into training.
+    With no leak it is the control, the same extra steps on the training text alone."""
+    device = device or get_device()
+    base = train_char_gpt(base_steps, device, seed=seed)
+    data = torch.cat([base.train, *[base.tokenizer.encode(leaked)] * repeats])
+
+    def build() -> GPT:
+        model = GPT(base.model.config).to(device)
+        model.load_state_dict(base.model.state_dict())
+        return model
+
+    def run(model: GPT) -> LMHistory:
+        with single_thread():
+            return train_gpt(model, data, steps=extra_steps, batch_size=32, lr=3e-3, seed=seed + 1)
+
+    arguments = {"base_steps": base_steps, "extra_steps": extra_steps, "repeats": repeats, "seed": seed,
+                 "leaked": hashlib.sha256(leaked.encode()).hexdigest()}
+    model, history = cached_training("leaked-char-gpt", arguments, build, run, LMHistory, device)
+    return CharGPTRun(model, base.tokenizer, base.train, base.valid, history)
