@@ -6,10 +6,10 @@ scored three ways, and a membership check for test items that leaked into traini
   ``block_size - stride`` tokens before it).
 - :func:`chunk_bits_per_byte`: the same text cut into chunks of characters; each token's nats and bytes go to the
   chunk that holds its first byte, so models with different tokenizers are scored on the same chunks.
-- :func:`translation_choices`, :func:`option_log_probs`, :func:`pick_by_log_prob`, :func:`pick_by_generation`: the
-  translator of lesson 09 as a multiple-choice taker. Each item is a source sentence with three translations: the
-  reference, the reference with an adjective put before its noun (the same length) and the reference with that
-  adjective dropped (one word shorter).
+- :func:`translation_choices`, :func:`option_log_probs`, :func:`pick_by_log_prob`, :func:`pick_by_generation` and
+  :func:`three_ways`: the translator of lesson 09 as a multiple-choice taker. Each item is a source sentence with
+  three translations: the reference, the reference with an adjective put before its noun (the same length) and the
+  reference with that adjective dropped (one word shorter). :func:`shortest_share`: how often picks favour length.
 - :func:`membership_error_rates`: flag an item as "seen in training" when its score passes a threshold, and count the
   flags that are wrong both ways.
 
@@ -147,6 +147,20 @@ def pick_by_generation(model: Transformer, task: TranslationTask, items: Sequenc
     translations = translate(model, task, [item.source for item in items])
     return torch.tensor([item.options.index(t) if t in item.options else -1
                          for item, t in zip(items, translations, strict=True)])
+
+
+def three_ways(model: Transformer, task: TranslationTask, items: Sequence[ChoiceItem]) -> dict[str, torch.Tensor]:
+    """Each way of taking the test's picks (I,): ``"write"`` (:func:`pick_by_generation`), ``"sum"`` and
+    ``"per token"`` (:func:`pick_by_log_prob`)."""
+    log_probs, lengths = option_log_probs(model, task, items)  # (I, O) each
+    return {"write": pick_by_generation(model, task, items), "sum": pick_by_log_prob(log_probs, lengths),
+            "per token": pick_by_log_prob(log_probs, lengths, per_token=True)}
+
+
+def shortest_share(picks: torch.Tensor, items: Sequence[ChoiceItem]) -> float:
+    """The share of items whose pick (I,) is one of their shortest options (a pick of -1, none, never is)."""
+    return sum(p >= 0 and len(item.options[p]) == min(map(len, item.options))
+               for p, item in zip(picks.tolist(), items, strict=True)) / len(items)
 
 
 def membership_error_rates(leaked: Sequence[float], unseen: Sequence[float], threshold: float) -> tuple[float, float]:
