@@ -1,4 +1,6 @@
-"""Intervals and paired comparisons (transformer_lib.confidence) against SciPy's, and bits per byte by hand."""
+"""Intervals and paired comparisons (transformer_lib.confidence) against SciPy's, how often a test ranks the better of
+two models first (against sums of SciPy's binomial probabilities) and the items it takes, and bits per byte by
+hand."""
 
 import math
 from statistics import NormalDist
@@ -13,7 +15,9 @@ from transformer_lib import (
     bits_per_byte,
     bootstrap_interval,
     difference_interval,
+    items_to_separate,
     mcnemar_test,
+    pick_rate,
     wilson_interval,
 )
 
@@ -84,6 +88,44 @@ def test_mcnemar_equals_scipys_exact_binomial_test_on_the_discordant_items():
         assert only_a == int(np.sum(a & ~b)) and only_b == int(np.sum(~a & b))
         assert p == pytest.approx(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue, rel=1e-12)
     assert mcnemar_test([True, False], [True, False]) == (0, 0, 1.0)  # no item tells them apart
+
+
+def pick_rate_by_scipy(accuracy_a, accuracy_b, n):
+    """P(a's count > b's) + P(equal counts) / 2, summed over every pair of counts."""
+    counts = np.arange(n + 1)
+    joint = np.outer(stats.binom.pmf(counts, n, accuracy_a), stats.binom.pmf(counts, n, accuracy_b))  # [k_a, k_b]
+    return joint[counts[:, None] > counts[None, :]].sum() + 0.5 * np.trace(joint)
+
+
+@pytest.mark.parametrize(("accuracy_a", "accuracy_b", "n"),
+                         [(0.7, 0.67, 1), (0.7, 0.67, 50), (0.9, 0.5, 13), (0.4, 0.6, 200), (0.05, 0.0, 30),
+                          (1.0, 0.3, 7), (0.7, 0.67, 1500)])
+def test_pick_rate_equals_the_sum_over_both_binomials(accuracy_a, accuracy_b, n):
+    assert pick_rate(accuracy_a, accuracy_b, n) == pytest.approx(pick_rate_by_scipy(accuracy_a, accuracy_b, n),
+                                                                 abs=1e-9)
+
+
+def test_pick_rate_is_a_coin_flip_for_equal_models_and_grows_with_the_items():
+    for accuracy, n in ((0.7, 1), (0.7, 100), (0.0, 10), (0.5, 2000)):
+        assert pick_rate(accuracy, accuracy, n) == pytest.approx(0.5, abs=1e-9)
+    rates = [pick_rate(0.7, 0.67, n) for n in (10, 100, 1000, 10_000)]
+    assert rates == sorted(rates) and rates[0] > 0.5 and rates[-1] > 0.99
+    assert pick_rate(0.67, 0.7, 100) == pytest.approx(1 - pick_rate(0.7, 0.67, 100), abs=1e-9)
+    with pytest.raises(ValueError, match="need n >= 1"):
+        pick_rate(0.7, 1.2, 10)
+
+
+@pytest.mark.parametrize(("accuracy_a", "accuracy_b"), [(0.7, 0.67), (0.9, 0.8), (0.55, 0.45), (0.3, 0.35)])
+def test_items_to_separate_is_the_first_n_that_ranks_the_better_model_first_95_times_in_100(accuracy_a, accuracy_b):
+    n = items_to_separate(accuracy_a, accuracy_b)
+    better, worse = max(accuracy_a, accuracy_b), min(accuracy_a, accuracy_b)
+    assert pick_rate(better, worse, n) >= 0.95 > pick_rate(better, worse, n - 1)
+    assert items_to_separate(accuracy_b, accuracy_a) == n  # either order
+
+
+def test_items_to_separate_is_none_where_no_number_of_items_does():
+    assert items_to_separate(0.7, 0.7) is None
+    assert items_to_separate(0.7, 0.67, most=100) is None  # 3 points take far more than 100 items
 
 
 def test_bits_per_byte_is_the_same_text_cost_whatever_the_tokens():

@@ -13,6 +13,7 @@ from transformer_lib import (
     ChoiceItem,
     TrainingConfig,
     Transformer,
+    best_threshold,
     bigram_probabilities,
     bits_per_byte,
     bradley_terry,
@@ -20,7 +21,8 @@ from transformer_lib import (
     difference_interval,
     elo_ratings,
     leaked_char_gpt,
-    membership_error_rates,
+    mcnemar_test,
+    order_disagreements,
     python_docs_split,
     set_seed,
     shortest_share,
@@ -63,7 +65,7 @@ def test_lesson_17s_bits_per_byte_leak_and_ratings(seed):
           bits_per_byte(bigram_nats, char_bytes[valid[1:]]) - max(char_bpb, bpe_bpb), at_least=0.2)
     char_chunks = _chunks(held_out, valid, char_nats, char_run.tokenizer)
     bpe_chunks = _chunks(held_out, bpe_run.valid, bpe_nats, bpe_run.tokenizer)
-    bound("share of chunks where the BPE GPT is better", float(np.mean(bpe_chunks < char_chunks)), at_least=0.8)
+    bound("share of chunks where the BPE GPT is better", float(np.mean(bpe_chunks < char_chunks)), at_least=0.7)
     bound("paired interval of the chunk difference, low end", difference_interval(char_chunks, bpe_chunks)[0],
           at_least=0.0)
 
@@ -78,9 +80,10 @@ def test_lesson_17s_bits_per_byte_leak_and_ratings(seed):
     drop = leaked - control
     bound("leak's drop on unseen minus on leaked chunks", drop[~is_leaked].mean() - drop[is_leaked].mean(),
           at_least=0.15)
-    best = min(sum(membership_error_rates(drop[is_leaked], drop[~is_leaked], t)) for t in np.linspace(-0.6, 0, 61))
-    raw = sum(membership_error_rates(leaked[is_leaked], leaked[~is_leaked], float(np.median(leaked))))
-    bound("membership errors without minus with a reference", raw - best, at_least=0.0)
+    with_reference = sum(best_threshold(drop[is_leaked], drop[~is_leaked])[1:])
+    without_reference = sum(best_threshold(leaked[is_leaked], leaked[~is_leaked])[1:])
+    bound("membership errors at the best threshold, without minus with a reference",
+          without_reference - with_reference, at_least=0.0)
 
     players = {"char GPT": char_chunks, "control": control, "leaked": leaked, "BPE GPT": bpe_chunks}
     names = list(players)
@@ -92,10 +95,9 @@ def test_lesson_17s_bits_per_byte_leak_and_ratings(seed):
     bound("Bradley-Terry's largest change with the order", max(abs(bt[n] - bt_shuffled[n]) for n in names),
           at_most=1e-6)
     bound("Elo's largest range over 20 orders",
-          max(max(r[n] for r in shuffled_elo) - min(r[n] for r in shuffled_elo) for n in names), at_least=5)
-    by_mean = sorted(names, key=lambda n: players[n].mean())
-    bound("players Bradley-Terry orders as their mean does", float(sorted(names, key=lambda n: -bt[n]) == by_mean),
-          at_least=1.0)
+          max(max(r[n] for r in shuffled_elo) - min(r[n] for r in shuffled_elo) for n in names), at_least=100)
+    bound("pairs of players Bradley-Terry and the mean order apart", len(order_disagreements(
+        bt, {n: -players[n].mean() for n in names})), at_most=1)
     unigram_nats = -unigram_probabilities(char_run.train, len(char_run.tokenizer))[valid[1:]].log()
     unigram_bigram = [_chunks(held_out, valid, nats, char_run.tokenizer) for nats in (unigram_nats, bigram_nats)]
     bound("share of games the counting models win", float(np.mean(
@@ -105,15 +107,17 @@ def test_lesson_17s_bits_per_byte_leak_and_ratings(seed):
 @pytest.mark.trained
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_lesson_17s_multiple_choice_claims(seed):
-    """Section 2 (three ways to take the test, the length bias, the shuffled-source control) and section 3 (the
-    paired interval narrower than the unpaired one)."""
-    full = train_translation_model(TrainingConfig(seed=seed), CPU, progress=False)
-    short = train_translation_model(TrainingConfig(steps=150, warmup_steps=40, seed=seed), CPU, progress=False)
-    task = full.task
+    """Section 2 (three ways to take the test with lesson 09's short translators, the length bias, choosing against
+    writing, the shuffled-source control) and section 3 (the paired interval narrower than the unpaired one, 50
+    items too few)."""
+    short = TrainingConfig(steps=150, warmup_steps=40, seed=seed)  # lesson 09's two short runs
+    with_positions = train_translation_model(short, CPU, progress=False)
+    without_positions = train_translation_model(short, CPU, progress=False, positions=False)
+    task = with_positions.task
     set_seed(seed)
     untrained = Transformer(translation_model_config(task))
     right = {}
-    for name, model in (("full", full.model), ("short", short.model), ("untrained", untrained)):
+    for name, model in (("with", with_positions.model), ("without", without_positions.model), ("untrained", untrained)):
         for split in ("test", "unseen"):
             items = translation_choices(getattr(task, split))
             picks = three_ways(model, task, items)
@@ -125,16 +129,21 @@ def test_lesson_17s_multiple_choice_claims(seed):
                 bound(f"untrained, {split}: per token picks the shortest", shortest[1], at_least=1 / 3)
                 bound(f"untrained, {split}: sum minus per token, shortest", shortest[0] - shortest[1], at_least=0.2)
     for method in ("write", "sum", "per token"):
-        bound(f"400 steps, test, {method}", right["full", "test"][method].mean(), at_least=0.95)
-    bound("400 steps, unseen: sum minus write", right["full", "unseen"]["sum"].mean()
-          - right["full", "unseen"]["write"].mean(), at_least=0.01)
+        bound(f"with positions, test, {method}", right["with", "test"][method].mean(), at_least=0.95)
+    bound("without positions, test, write", right["without", "test"]["write"].mean(), at_most=0.6)
+    for method in ("sum", "per token"):
+        bound(f"without positions, test, {method}", right["without", "test"][method].mean(), at_least=0.9)
+    bound("with positions, unseen: sum minus write", right["with", "unseen"]["sum"].mean()
+          - right["with", "unseen"]["write"].mean(), at_least=0.01)
     items = translation_choices(task.test)
     shuffle = np.random.default_rng(0).permutation(len(items))
     shuffled = [ChoiceItem(items[j].source, it.options, it.answer) for it, j in zip(items, shuffle, strict=True)]
     answers = torch.tensor([it.answer for it in items])
-    for method, picks in three_ways(full.model, task, shuffled).items():
+    for method, picks in three_ways(with_positions.model, task, shuffled).items():
         bound(f"shuffled sources, {method}", (picks == answers).float().mean().item(), at_most=0.5)
-    long_right, short_right = right["full", "unseen"]["sum"], right["short", "unseen"]["sum"]
-    paired = difference_interval(long_right, short_right, paired=True)
-    unpaired = difference_interval(long_right, short_right, paired=False)
+    with_right, without_right = right["with", "unseen"]["sum"], right["without", "unseen"]["sum"]
+    paired = difference_interval(with_right, without_right, paired=True)
+    unpaired = difference_interval(with_right, without_right, paired=False)
     bound("unpaired minus paired interval width", (unpaired[1] - unpaired[0]) - (paired[1] - paired[0]), at_least=0.0)
+    bound("McNemar's p on the first 50 unseen items", mcnemar_test(with_right[:50], without_right[:50])[2],
+          at_least=0.05)

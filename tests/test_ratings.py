@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from transformer_lib import bradley_terry, elo_ratings, expected_score
+from transformer_lib import bradley_terry, elo_ratings, expected_score, order_disagreements
 
 
 def games_between(strengths: dict[str, float], rounds: int = 30, seed: int = 0) -> list[tuple[str, str, float]]:
@@ -80,3 +80,11 @@ def test_bradley_terry_refuses_a_player_who_never_lost_and_bad_games():
     for bad in [("a", "a", 1.0)], [("a", "b", 2.0)]:
         with pytest.raises(ValueError, match="a game is"):
             elo_ratings(bad)
+
+
+def test_order_disagreements_name_the_pairs_two_scores_order_apart():
+    ratings = {"a": 1200.0, "b": 1100.0, "c": 1000.0}
+    assert order_disagreements(ratings, {"a": 0.9, "b": 0.8, "c": 0.7}) == []
+    assert order_disagreements(ratings, {"a": 0.8, "b": 0.9, "c": 0.7}) == [("a", "b")]
+    assert order_disagreements(ratings, {"a": 0.7, "b": 0.8, "c": 0.9}) == [("a", "b"), ("a", "c"), ("b", "c")]
+    assert order_disagreements(ratings, {"a": 0.8, "b": 0.8, "c": 0.7}) == []  # a tie is no disagreement

@@ -36,6 +36,7 @@ BUILDERS = {
     "induction_head_widget": ("inside_a_trained_model", lambda m: m.induction_head_widget(tiny_attention_only_gpt())),
     "fine_tuning_widget": ("fine_tuning", lambda m: m.fine_tuning_widget(*tiny_character_gpts())),
     "group_advantage_widget": ("preferences_and_rewards", lambda m: m.group_advantage_widget()),
+    "comparison_widget": ("evaluation", lambda m: m.comparison_widget()),
 }
 
 

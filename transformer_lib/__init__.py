@@ -200,7 +200,7 @@ from .quantization import (
     quantize_linear_layers,
     state_nbytes,
 )
-from .ratings import bradley_terry, elo_ratings, expected_score
+from .ratings import bradley_terry, elo_ratings, expected_score, order_disagreements
 from .recipes import (
     BPEGPTRun,
     CharGPTRun,
@@ -240,6 +240,7 @@ from .scaling import (
 )
 from .scoring import (
     ChoiceItem,
+    best_threshold,
     chunk_bits_per_byte,
     membership_error_rates,
     option_log_probs,
@@ -580,6 +581,7 @@ __all__ = [
     # evaluation (17): scores, how sure they are, ratings from comparisons
     "BPEGPTRun",
     "ChoiceItem",
+    "best_threshold",
     "bootstrap_interval",
     "bradley_terry",
     "chunk_bits_per_byte",
@@ -590,6 +592,7 @@ __all__ = [
     "leaked_char_gpt",
     "mcnemar_test",
     "membership_error_rates",
+    "order_disagreements",
     "option_log_probs",
     "pick_by_generation",
     "pick_by_log_prob",

@@ -4,6 +4,7 @@ A game is ``(a, b, score)``: players a and b (any hashable names) and a's score,
 
 - :func:`elo_ratings`: Elo's update, game by game: the winner takes ``k`` times its surprise (its score minus the
   score the ratings expected) from the loser. The result depends on the order of the games.
+- :func:`order_disagreements`: the pairs of players two scores (ratings, accuracies, …) put in opposite orders.
 - :func:`bradley_terry`: the Bradley–Terry model, P(a beats b) = s_a / (s_a + s_b), fitted by maximum likelihood to
   all games at once (Hunter's minorise-maximise iteration), so any order of the same games gives the same ratings.
   Stated on Elo's scale: 400·log10(s) + 1000, so a gap of 400 points means odds of 10 to 1.
@@ -77,3 +78,11 @@ def bradley_terry(games: Iterable[Game], tolerance: float = 1e-10, max_iteration
         if change < tolerance:
             return {player: 1000 + 400 * math.log10(s) for player, s in strength.items()}
     raise RuntimeError(f"Bradley-Terry did not converge in {max_iterations} iterations (last change {change:.2g})")
+
+
+def order_disagreements(first: dict[Hashable, float], second: dict[Hashable, float]) -> list[tuple[Hashable, Hashable]]:
+    """The pairs (a, b) that ``first`` puts in one order and ``second`` in the other, higher meaning better in both
+    (a tie in either counts as no disagreement)."""
+    players = list(first)
+    return [(a, b) for i, a in enumerate(players) for b in players[i + 1 :]
+            if (first[a] - first[b]) * (second[a] - second[b]) < 0]

@@ -60,6 +60,7 @@ GALLERY = {
         '__import__("transformer_lib").CharTokenizer("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 '
         '+{}~"))'),
     "group_advantage_widget": ("transformer_lib.views.preferences_and_rewards", "group_advantage_widget()"),
+    "comparison_widget": ("transformer_lib.views.evaluation", "comparison_widget()"),
 }
 
 
