@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -91,9 +92,10 @@ def _binomial_pmf(n: int, p: float) -> np.ndarray:
     """P(k successes of n), k = 0 … n: (n + 1,) float64."""
     if p in (0.0, 1.0):
         return np.eye(n + 1)[0 if p == 0.0 else n]
-    k = np.arange(n + 1)
-    log_comb = np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in k])
-    return np.exp(log_comb + k * math.log(p) + (n - k) * math.log1p(-p))
+    k = torch.arange(n + 1, dtype=torch.float64)
+    log_comb = (torch.lgamma(torch.tensor(n + 1.0, dtype=torch.float64)) - torch.lgamma(k + 1)
+                - torch.lgamma(n - k + 1))  # ln C(n, k)
+    return torch.exp(log_comb + k * math.log(p) + (n - k) * math.log1p(-p)).numpy()
 
 
 def pick_rate(accuracy_a: float, accuracy_b: float, n: int) -> float:
@@ -107,12 +109,15 @@ def pick_rate(accuracy_a: float, accuracy_b: float, n: int) -> float:
 
 
 def items_to_separate(accuracy_a: float, accuracy_b: float, rate: float = 0.95, most: int = 100_000) -> int | None:
-    """The fewest items (searched up to ``most``) at which :func:`pick_rate` of the better model reaches ``rate``;
-    None where even ``most`` items do not."""
+    """The fewest items (searched up to ``most``) at which :func:`pick_rate` of the better model reaches ``rate``,
+    found by doubling n and then bisecting, as the rate grows with n; None where even ``most`` items do not."""
     better, worse = max(accuracy_a, accuracy_b), min(accuracy_a, accuracy_b)
-    if pick_rate(better, worse, most) < rate:
-        return None
-    low, high = 1, most  # pick_rate grows with n: bisect for the first n that reaches the rate
+    high = 1
+    while pick_rate(better, worse, high) < rate:  # double n until the rate is reached
+        if high >= most:
+            return None
+        high = min(2 * high, most)
+    low = high // 2 + 1 if high > 1 else 1  # pick_rate grows with n: bisect between the last two tries
     while low < high:
         middle = (low + high) // 2
         low, high = (middle + 1, high) if pick_rate(better, worse, middle) < rate else (low, middle)
