@@ -1,6 +1,7 @@
 """The lesson 17 checks accept the solutions, spot stubs, and name typical mistakes."""
 
 import math
+from functools import partial
 
 import numpy as np
 import torch
@@ -35,21 +36,17 @@ def bpb(token_nats, token_texts, special_tokens, bug=None):
     return nats / (math.log(2) * (tokens if bug == "per token" else text_bytes))
 
 
-def bpb_with(bug):
-    return lambda token_nats, token_texts, special_tokens: bpb(token_nats, token_texts, special_tokens, bug)
-
-
 def test_bits_per_byte_accepts_the_solution_and_names_each_mistake():
     assert check.bits_per_byte(bpb).ok
-    assert_diagnosed(check.bits_per_byte(bpb_with("per token")), "per-token")
+    assert_diagnosed(check.bits_per_byte(partial(bpb, bug="per token")), "per-token")
     assert_diagnosed(check.bits_per_byte(lambda nats, texts, special: nats.mean().item() / math.log(2)), "per-token")
-    assert_diagnosed(check.bits_per_byte(bpb_with("characters")), "characters")
-    assert_diagnosed(check.bits_per_byte(bpb_with("special")), "special-counted")
-    assert_diagnosed(check.bits_per_byte(bpb_with("special nats")), "special-nats-counted")
-    assert_diagnosed(check.bits_per_byte(bpb_with("nats")), "nats")
-    assert_diagnosed(check.bits_per_byte(bpb_with("times ln 2")), "nats")
-    assert_rejected_with(check.bits_per_byte(bpb_with("characters")), "é, ü and ï take 2 bytes")
-    assert_rejected_with(check.bits_per_byte(bpb_with("times ln 2")), "you multiplied by ln 2")
+    assert_diagnosed(check.bits_per_byte(partial(bpb, bug="characters")), "characters")
+    assert_diagnosed(check.bits_per_byte(partial(bpb, bug="special")), "special-counted")
+    assert_diagnosed(check.bits_per_byte(partial(bpb, bug="special nats")), "special-nats-counted")
+    assert_diagnosed(check.bits_per_byte(partial(bpb, bug="nats")), "nats")
+    assert_diagnosed(check.bits_per_byte(partial(bpb, bug="times ln 2")), "nats")
+    assert_rejected_with(check.bits_per_byte(partial(bpb, bug="characters")), "é, ü and ï take 2 bytes")
+    assert_rejected_with(check.bits_per_byte(partial(bpb, bug="times ln 2")), "you multiplied by ln 2")
 
 
 def test_bits_per_byte_accepts_other_writings():
@@ -79,19 +76,15 @@ def option_lp(log_probs, tokens, bug=None):
     return picked.mean() if bug == "mean" else picked.sum()
 
 
-def option_lp_with(bug):
-    return lambda log_probs, tokens: option_lp(log_probs, tokens, bug)
-
-
 def test_option_log_prob_accepts_the_solution_and_names_each_mistake():
     assert check.option_log_prob(option_lp).ok
-    assert_diagnosed(check.option_log_prob(option_lp_with("not shifted")), "not-shifted")
-    assert_diagnosed(check.option_log_prob(option_lp_with("bos")), "bos-scored")
-    assert_diagnosed(check.option_log_prob(option_lp_with("no eos")), "no-eos")
-    assert_diagnosed(check.option_log_prob(option_lp_with("mean")), "mean")
-    assert_rejected_with(check.option_log_prob(option_lp_with("no eos")), "<eos> is missing")
+    assert_diagnosed(check.option_log_prob(partial(option_lp, bug="not shifted")), "not-shifted")
+    assert_diagnosed(check.option_log_prob(partial(option_lp, bug="bos")), "bos-scored")
+    assert_diagnosed(check.option_log_prob(partial(option_lp, bug="no eos")), "no-eos")
+    assert_diagnosed(check.option_log_prob(partial(option_lp, bug="mean")), "mean")
+    assert_rejected_with(check.option_log_prob(partial(option_lp, bug="no eos")), "<eos> is missing")
     # one mistake, one diagnosis: the other options are not tried after the first fails
-    assert len(check.option_log_prob(option_lp_with("mean")).diagnoses) == 1
+    assert len(check.option_log_prob(partial(option_lp, bug="mean")).diagnoses) == 1
 
 
 def test_option_log_prob_accepts_other_writings_and_leaves_the_learners_generator_alone():
@@ -125,23 +118,19 @@ def mcnemar(right_a, right_b, bug=None):
     return (only_b, only_a, p) if bug == "swapped" else (only_a, only_b, p)
 
 
-def mcnemar_with(bug):
-    return lambda right_a, right_b: mcnemar(right_a, right_b, bug)
-
-
 def test_mcnemar_accepts_the_solution_and_names_each_mistake():
     assert check.mcnemar(mcnemar).ok
-    assert_diagnosed(check.mcnemar(mcnemar_with("unpaired")), "unpaired")
-    assert_diagnosed(check.mcnemar(mcnemar_with("ties")), "ties-counted")
-    assert_diagnosed(check.mcnemar(mcnemar_with("one-sided")), "one-sided")
-    assert_diagnosed(check.mcnemar(mcnemar_with("approximate")), "approximate")
-    assert_diagnosed(check.mcnemar(mcnemar_with("corrected")), "approximate")
-    assert_diagnosed(check.mcnemar(mcnemar_with("swapped")), "counts-swapped")
-    not_capped = check.mcnemar(mcnemar_with("not capped"))
+    assert_diagnosed(check.mcnemar(partial(mcnemar, bug="unpaired")), "unpaired")
+    assert_diagnosed(check.mcnemar(partial(mcnemar, bug="ties")), "ties-counted")
+    assert_diagnosed(check.mcnemar(partial(mcnemar, bug="one-sided")), "one-sided")
+    assert_diagnosed(check.mcnemar(partial(mcnemar, bug="approximate")), "approximate")
+    assert_diagnosed(check.mcnemar(partial(mcnemar, bug="corrected")), "approximate")
+    assert_diagnosed(check.mcnemar(partial(mcnemar, bug="swapped")), "counts-swapped")
+    not_capped = check.mcnemar(partial(mcnemar, bug="not capped"))
     assert_diagnosed(not_capped, "not-capped")
     assert not_capped.passed == 1  # the uneven split passes; the even split is where twice the tail passes 1
-    assert_rejected_with(check.mcnemar(mcnemar_with("ties")), "the items where both models agree are in your n")
-    assert len(check.mcnemar(mcnemar_with("one-sided")).diagnoses) == 1  # the even split is not tried again
+    assert_rejected_with(check.mcnemar(partial(mcnemar, bug="ties")), "the items where both models agree are in your n")
+    assert len(check.mcnemar(partial(mcnemar, bug="one-sided")).diagnoses) == 1  # the even split is not tried again
 
 
 def test_mcnemar_accepts_other_writings():
