@@ -404,9 +404,10 @@ def test_the_unigram_baseline_lies_between_a_perfect_model_and_a_uniform_guess()
 
 
 @pytest.mark.trained
-@pytest.mark.parametrize("seed", bound_seeds((1,)))
+@pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_post_ln_needs_a_warm_up_pre_ln_does_not_and_it_helps_both(seed):
-    """Lesson 07's four runs on one seed: post-LN or pre-LN, without or with a 60-step warm-up, at peak rate 0.01."""
+    """Lesson 07's four runs on one seed: post-LN or pre-LN, without or with a 60-step warm-up, at peak rate 0.01;
+    `course.py bounds` trains seeds 0-4 in three CPU kernel settings (docs/bounds.md)."""
     task = warmup_task()
     unigram = unigram_loss(task)
     post, pre, post_warm, pre_warm = (warmup_run(norm_first, warmup, seed, task).valid_loss[-1]

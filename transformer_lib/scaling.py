@@ -8,8 +8,11 @@ Shape legend: T = sequence length, chunk = keys per chunk in chunked attention.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +20,8 @@ from torch import nn
 
 from .device import set_seed, single_thread
 from .gpt import GPT, GPTConfig
-from .training import train_gpt
+from .model_cache import cached_training
+from .training import LMHistory, train_gpt
 
 MIB = 2**20  # bytes in one mebibyte
 
@@ -173,6 +177,16 @@ class WidthLadder:
         return np.array([[run[k] for run in width] for width in self.valid_loss])
 
 
+def _seeded_gpt(config: GPTConfig, seed: int) -> GPT:
+    set_seed(seed)
+    return GPT(config)
+
+
+def _train_one_thread(model: GPT, **arguments: Any) -> LMHistory:
+    with single_thread():  # tiny matrices: one thread is fastest, and steady beside other work
+        return train_gpt(model, **arguments)
+
+
 def train_width_ladder(
     train: torch.Tensor, valid: torch.Tensor, vocab_size: int, widths: Sequence[int], seeds: Sequence[int],
     steps: int, *, lr: float, layers: int = 2, heads: int = 2, context: int = 32, batch_size: int = 16,
@@ -185,17 +199,24 @@ def train_width_ladder(
     ``seed`` sets both the initial weights and the batches. At a constant learning rate the model after step s of a
     longer run is the model a run of s steps gives, so the losses along the way are a sweep of training characters
     at each fixed size.
+
+    Each run (one width, one seed) goes through the model cache (:mod:`~transformer_lib.model_cache`): lesson 11
+    trains it once, and its tests, asking for the same run on the same setting, load it.
     """
     ladder = WidthLadder(list(widths), list(seeds), lr, batch_size * context)
+    data = hashlib.sha256(train.numpy().tobytes() + b"|" + valid.numpy().tobytes()).hexdigest()  # names the splits
     for width in widths:
+        config = GPTConfig(vocab_size=vocab_size, block_size=context, d_model=width, num_heads=heads,
+                           num_layers=layers, d_ff=4 * width)
         runs = []
         for seed in seeds:
-            set_seed(seed)
-            model = GPT(GPTConfig(vocab_size=vocab_size, block_size=context, d_model=width, num_heads=heads,
-                                  num_layers=layers, d_ff=4 * width))
-            with single_thread():  # tiny matrices: one thread is fastest, and steady beside other work
-                history = train_gpt(model, train, steps=steps, valid=valid, batch_size=batch_size, lr=lr, seed=seed,
-                                    eval_every=eval_every, eval_windows=eval_windows)
+            arguments = {"config": config, "data": data, "steps": steps, "lr": lr, "seed": seed,
+                         "batch_size": batch_size, "eval_every": eval_every, "eval_windows": eval_windows}
+            model, history = cached_training(
+                "width-ladder", arguments, functools.partial(_seeded_gpt, config, seed),
+                functools.partial(_train_one_thread, train=train, valid=valid, steps=steps, batch_size=batch_size,
+                                  lr=lr, seed=seed, eval_every=eval_every, eval_windows=eval_windows),
+                LMHistory, torch.device("cpu"))
             runs.append(history.valid_loss)
             ladder.eval_steps, ladder.seconds = history.eval_steps, ladder.seconds + history.seconds
         ladder.params.append(non_embedding_parameters(model))

@@ -16,6 +16,7 @@ N = characters in a split of a text.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from .evaluation import evaluate_lm_loss, unigram_probabilities
 from .gpt import GPT
 from .masks import padding_mask
 from .model import Transformer, TransformerConfig
+from .model_cache import cached_training
 
 
 def shift_for_teacher_forcing(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -279,15 +281,27 @@ def warmup_run(norm_first: bool, warmup_steps: int, seed: int = 0, task: Transla
     """Lesson 07's experiment: a deep, narrow Transformer (d_model 32, 4 heads, 4 + 4 layers, d_ff 64, no dropout),
     post-LN or pre-LN, trained by :func:`train` for 120 steps of 32 pairs at a peak learning rate of 0.01 with
     ``warmup_steps`` of warm-up (1: the peak from the first step) and no gradient clipping; the validation loss every
-    30 steps. ``seed`` draws the initial weights and the batch order; ``task`` defaults to :func:`warmup_task`."""
+    30 steps. ``seed`` draws the initial weights and the batch order; ``task`` defaults to :func:`warmup_task`.
+
+    The run goes through the model cache (:mod:`~transformer_lib.model_cache`): lesson 07 trains it once, and its
+    tests, asking for the same run on the same setting, load it."""
     task = task or warmup_task()
-    set_seed(seed)
     config = TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), d_model=32, num_heads=4,
                                num_encoder_layers=4, num_decoder_layers=4, d_ff=64, dropout=0.0, max_len=32,
                                share_embeddings=False, norm_first=norm_first)
     run = TrainingConfig(steps=120, batch_size=32, peak_lr=1e-2, warmup_steps=warmup_steps, clip_norm=1e9, seed=seed)
-    with single_thread():  # tiny matrices: one thread is as fast
-        return train(Transformer(config), task, run, progress=False, valid_every=30)
+
+    def build() -> Transformer:
+        set_seed(seed)
+        return Transformer(config)
+
+    def fit(model: Transformer) -> History:
+        with single_thread():  # tiny matrices: one thread is as fast
+            return train(model, task, run, progress=False, valid_every=30)
+
+    pairs = (task.src_vocab.tokens, task.tgt_vocab.tokens, task.train, task.valid)
+    arguments = {"config": config, "run": run, "task": hashlib.sha256(repr(pairs).encode()).hexdigest()}
+    return cached_training("warm-up", arguments, build, fit, History, torch.device("cpu"))[1]
 
 
 # --- a GPT on next-character prediction
