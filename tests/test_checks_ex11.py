@@ -10,19 +10,6 @@ from transformer_lib.checks import ex11_gpt_and_scaling as check
 from transformer_lib.checks._feedback import NOT_ATTEMPTED
 
 
-def step(running_max, running_sum, accumulator, scores, values, rescale=True, bug=None):
-    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
-    factor = torch.exp(running_max - new_max) if rescale else 1.0
-    if bug == "flipped":
-        factor = torch.exp(new_max - running_max)
-    weights = torch.exp(scores - new_max)
-    new_sum = running_sum * factor + weights.sum(-1, keepdim=True)
-    new_accumulator = accumulator * factor + weights @ values
-    if bug == "normalised":
-        new_accumulator = new_accumulator / new_sum
-    return new_max, new_sum, new_accumulator
-
-
 def mask(tokens, pad_id, causal=True, padding=True):
     length = tokens.shape[1]
     allowed = torch.ones(tokens.shape[0], 1, length, length, dtype=torch.bool)
@@ -34,24 +21,11 @@ def mask(tokens, pad_id, causal=True, padding=True):
 
 
 def test_stubs_are_not_attempted(capsys):
-    checks = (check.online_softmax_step, check.decoder_only_mask, check.baseline_predictions,
-              check.cached_next_logits, check.stopping_step, check.scaling_fit)
+    checks = (check.decoder_only_mask, check.baseline_predictions, check.cached_next_logits, check.stopping_step,
+              check.scaling_fit)
     for check_fn in checks:
         assert not check_fn(stub).attempted
     assert capsys.readouterr().out.count(NOT_ATTEMPTED) == len(checks)
-
-
-def test_online_softmax_step_accepts_the_solution():
-    assert check.online_softmax_step(step).ok
-
-
-def test_online_softmax_step_names_a_missing_rescale():
-    result = check.online_softmax_step(lambda *args: step(*args, rescale=False))
-    assert_rejected_with(result, "rescale the old sum by exp(old_max - new_max)")
-
-
-def test_online_softmax_step_wants_three_tensors():
-    assert_rejected_with(check.online_softmax_step(lambda *args: step(*args)[2]), "returns three tensors")
 
 
 def test_decoder_only_mask_accepts_the_solution():
@@ -149,16 +123,6 @@ def test_scaling_fit_wants_two_numbers():
 
 
 def test_every_named_mistake_is_diagnosed_as_itself():
-    assert_diagnosed(check.online_softmax_step(lambda *args: step(*args, rescale=False)), "sum-not-rescaled")
-    assert_diagnosed(check.online_softmax_step(lambda *args: step(*args, bug="flipped")), "rescale-sign-flipped")
-
-    def accumulator_not_rescaled(running_max, running_sum, accumulator, scores, values):
-        new_max, new_sum, _ = step(running_max, running_sum, accumulator, scores, values)
-        return new_max, new_sum, accumulator + torch.exp(scores - new_max) @ values
-
-    assert_diagnosed(check.online_softmax_step(accumulator_not_rescaled), "accumulator-not-rescaled")
-    assert_diagnosed(check.online_softmax_step(lambda *args: step(*args, bug="normalised")),
-                     "accumulator-normalised-early")
     assert_diagnosed(check.decoder_only_mask(lambda t, p: mask(t, p, padding=False)), "padding-not-masked")
     assert_diagnosed(check.decoder_only_mask(lambda t, p: mask(t, p, causal=False)), "causal-mask-missing")
     assert_diagnosed(check.decoder_only_mask(lambda t, p: ~mask(t, p)), "mask-inverted")
@@ -198,32 +162,6 @@ def _one_hint(result):
     assert not result.ok and len(result.diagnoses) == 1, result.lines
     assert sum(line.startswith("  hint:") for line in result.lines) == 1, result.lines
     return result
-
-
-def _online_step(running_max, running_sum, accumulator, scores, values, bug=None):
-    chunk_max = scores.amax(dim=-1, keepdim=True)
-    new_max = chunk_max if bug == "chunk max only" else torch.maximum(running_max, chunk_max)
-    rescale = torch.exp(running_max - new_max)
-    weights = torch.exp(scores - (running_max if bug == "old max" else new_max))
-    return new_max, running_sum * rescale + weights.sum(-1, keepdim=True), accumulator * rescale + weights @ values
-
-
-def test_online_softmax_step_starts_from_minus_infinity_and_keeps_a_larger_old_maximum():
-    assert check.online_softmax_step(_online_step).ok
-
-    def by_where(running_max, running_sum, accumulator, scores, values):  # right, written with where
-        new_max = torch.where(running_max > scores.max(-1, keepdim=True).values, running_max,
-                              scores.max(-1, keepdim=True).values)
-        rescale = (running_max - new_max).exp()
-        weights = (scores - new_max).exp()
-        return new_max, rescale * running_sum + weights.sum(1, keepdim=True), rescale * accumulator + weights @ values
-
-    assert check.online_softmax_step(by_where).ok
-    assert_diagnosed(_one_hint(
-        check.online_softmax_step(lambda *a: _online_step(*a, bug="chunk max only"))), "chunk-max-only")
-    # This chunk weighted with the old maximum: the sum's line names it, no second line blames the accumulator.
-    assert_diagnosed(_one_hint(
-        check.online_softmax_step(lambda *a: _online_step(*a, bug="old max"))), "chunk-weighted-with-old-max")
 
 
 def test_decoder_only_mask_uses_the_pad_id_passed_in():

@@ -122,12 +122,28 @@ def gpt2_block_weights(hf_weights, layer, bug=None):
     return weights
 
 
+def online_softmax_step(running_max, running_sum, accumulator, scores, values, bug=None):
+    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
+    factor = torch.exp(running_max - new_max)
+    if bug == "not rescaled":
+        factor = 1.0
+    elif bug == "flipped":
+        factor = torch.exp(new_max - running_max)
+    weights = torch.exp(scores - new_max)
+    new_sum = running_sum * factor + weights.sum(-1, keepdim=True)
+    new_accumulator = accumulator * (1.0 if bug == "accumulator not rescaled" else factor) + weights @ values
+    if bug == "normalised":
+        new_accumulator = new_accumulator / new_sum
+    return new_max, new_sum, new_accumulator
+
+
 SOLUTIONS = {
     check.merge_step: merge,
     check.bpe_encode: bpe_encode,
     check.rope_halves: rope_halves,
     check.rope_attention: rope_attention,
     check.gpt2_block_weights: gpt2_block_weights,
+    check.online_softmax_step: online_softmax_step,
 }
 
 
@@ -230,6 +246,13 @@ def test_gpt2_block_weights_mistakes(bug, text):
     assert_rejected_with(result, text)
 
 
+def test_online_softmax_step_names_a_missing_rescale_and_wants_three_tensors():
+    result = check.online_softmax_step(lambda *args: online_softmax_step(*args, bug="not rescaled"))
+    assert_rejected_with(result, "rescale the old sum by exp(old_max - new_max)")
+    result = check.online_softmax_step(lambda *args: online_softmax_step(*args)[2])
+    assert_rejected_with(result, "returns three tensors")
+
+
 def test_a_second_failure_shows_the_code_level_step():
     check.rope_halves(lambda x, positions: rope_halves(x, positions, "neighbours"))  # a first failure, at least
     again = check.rope_halves(lambda x, positions: rope_halves(x, positions, "neighbours"))
@@ -253,6 +276,9 @@ def test_each_mistake_is_diagnosed_as_itself():
 
     def mapping_bug(bug):
         return check.gpt2_block_weights(lambda w, layer: gpt2_block_weights(w, layer, bug))
+
+    def softmax_bug(bug):
+        return check.online_softmax_step(lambda *args: online_softmax_step(*args, bug=bug))
 
     assert_diagnosed(merge_bug("first only"), "first-occurrence-only")
     assert_diagnosed(merge_bug("no skip"), "no-skip-after-merge")
@@ -280,6 +306,10 @@ def test_each_mistake_is_diagnosed_as_itself():
     assert_diagnosed(mapping_bug("vqk"), "qkv-split-order")
     assert_diagnosed(mapping_bug("layer 0"), "wrong-layer")
     assert_diagnosed(mapping_bug("missing biases"), "block-names-wrong")
+    assert_diagnosed(softmax_bug("not rescaled"), "sum-not-rescaled")
+    assert_diagnosed(softmax_bug("flipped"), "rescale-sign-flipped")
+    assert_diagnosed(softmax_bug("accumulator not rescaled"), "accumulator-not-rescaled")
+    assert_diagnosed(softmax_bug("normalised"), "accumulator-normalised-early")
 
 
 # --- answers right on the lesson's inputs only, right answers written another way, one hint per mistake
@@ -361,3 +391,29 @@ def test_gpt2_block_weights_hint_says_where_the_block_parts_from_the_librarys(bu
     (hint,) = [line for line in result.lines if line.startswith("  hint:")]
     assert where in hint, hint
     assert where in result.diagnoses[0]["hint"]
+
+
+def _online_step(running_max, running_sum, accumulator, scores, values, bug=None):
+    chunk_max = scores.amax(dim=-1, keepdim=True)
+    new_max = chunk_max if bug == "chunk max only" else torch.maximum(running_max, chunk_max)
+    rescale = torch.exp(running_max - new_max)
+    weights = torch.exp(scores - (running_max if bug == "old max" else new_max))
+    return new_max, running_sum * rescale + weights.sum(-1, keepdim=True), accumulator * rescale + weights @ values
+
+
+def test_online_softmax_step_starts_from_minus_infinity_and_keeps_a_larger_old_maximum():
+    assert check.online_softmax_step(_online_step).ok
+
+    def by_where(running_max, running_sum, accumulator, scores, values):  # right, written with where
+        new_max = torch.where(running_max > scores.max(-1, keepdim=True).values, running_max,
+                              scores.max(-1, keepdim=True).values)
+        rescale = (running_max - new_max).exp()
+        weights = (scores - new_max).exp()
+        return new_max, rescale * running_sum + weights.sum(1, keepdim=True), rescale * accumulator + weights @ values
+
+    assert check.online_softmax_step(by_where).ok
+    assert_diagnosed(_one_hint(
+        check.online_softmax_step(lambda *a: _online_step(*a, bug="chunk max only"))), "chunk-max-only")
+    # This chunk weighted with the old maximum: the sum's line names it, no second line blames the accumulator.
+    assert_diagnosed(_one_hint(
+        check.online_softmax_step(lambda *a: _online_step(*a, bug="old max"))), "chunk-weighted-with-old-max")

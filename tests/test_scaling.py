@@ -1,5 +1,5 @@
 """Power-law fits with an interval over seeds, a ladder of GPT widths, training compute and the memory of attention's
-score matrices (lesson 11)."""
+score matrices (lessons 11 and 12)."""
 
 import numpy as np
 import pytest

@@ -354,7 +354,7 @@ def test_working_folders_go_to_tmp_where_there_is_one(monkeypatch):
     assert none is None
 
 
-# -- the memory benchmark, which lesson 11 imports ----------------------------------------------------------------
+# -- the memory benchmark, which lesson 12 imports ----------------------------------------------------------------
 
 
 def load_attention_memory(monkeypatch, without_resource: bool = False) -> types.ModuleType:

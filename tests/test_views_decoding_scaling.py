@@ -6,7 +6,9 @@ import torch
 
 from transformer_lib import sampling_distribution
 from transformer_lib.views.decoding import sampling_widget
-from transformer_lib.views.gpt_and_scaling import attention_memory_widget, loglog_with_fit, token_sweep
+from transformer_lib.views.gpt2_and_llms import attention_memory_widget
+from transformer_lib.views.gpt_and_scaling import token_sweep
+from transformer_lib.views.plots import loglog_with_fit
 
 matplotlib.use("Agg")
 

@@ -30,7 +30,7 @@ BUILDERS = {
     "scaling_widget": ("queries_keys_values", lambda m: m.scaling_widget(d_k=8)),
     "translator_heads_widget": ("multi_head_attention", lambda m: m.translator_heads_widget(*tiny_translator())),
     "sampling_widget": ("decoding", lambda m: m.sampling_widget(torch.tensor([2.0, 1.0, 0.0, -1.0]), list("abcd"))),
-    "attention_memory_widget": ("gpt_and_scaling", lambda m: m.attention_memory_widget()),
+    "attention_memory_widget": ("gpt2_and_llms", lambda m: m.attention_memory_widget()),
     "speculative_widget": ("faster_and_bigger", lambda m: m.speculative_widget()),
     "bpe_merges_widget": ("gpt2_and_llms", lambda m: m.bpe_merges_widget("low lower lowest", max_merges=8)),
     "induction_head_widget": ("inside_a_trained_model", lambda m: m.induction_head_widget(tiny_attention_only_gpt())),

@@ -9,7 +9,7 @@ where attention is allowed, as in ``torch.nn.functional.scaled_dot_product_atten
 Modules, in the order the lessons introduce them: device and device_check (00), similarity (01), attention (02-03),
 retrieval (03), positions (04), masks (05), multi_head and torch_interop (06), layers (07), model (08), data,
 training, optim, evaluation, checkpoints and recipes (09), decoding (10), gpt (its character-level text, training
-loop and losses are the last sections of data, training and evaluation), chunked_attention and scaling (11), bpe, hub
+loop and losses are the last sections of data, training and evaluation), scaling (11), chunked_attention, bpe, hub
 and llama (12), compare (a learner's model against a reference: lessons 07-08 and 12), induction and interpret (13),
 speculative, quantization and distributed (14; distributed is imported from its module, not re-exported here), sft
 and lora (15), preferences, dpo and rl (16), scoring, confidence and ratings (17; lesson 14's acceptance interval is
@@ -409,7 +409,7 @@ __all__ = [
     "sampling_picker",
     "top_k_filter",
     "top_p_filter",
-    # lesson 11: decoder-only models and the cost of attention
+    # lessons 11-12: decoder-only models and the cost of attention
     "Block",
     "CausalSelfAttention",
     "CharGPTRun",

@@ -46,7 +46,7 @@ GALLERY = {
         'max_len=32, share_embeddings=False)), task, task.test[:2]))(__import__("transformer_lib"), '
         '__import__("transformer_lib").make_translation_task(num_train=20, num_valid=2, num_test=4, num_unseen=0))'),
     "sampling_widget": ("transformer_lib.views.decoding", 'sampling_widget(torch.randn(6), list("abcdef"))'),
-    "attention_memory_widget": ("transformer_lib.views.gpt_and_scaling", "attention_memory_widget()"),
+    "attention_memory_widget": ("transformer_lib.views.gpt2_and_llms", "attention_memory_widget()"),
     "speculative_widget": ("transformer_lib.views.faster_and_bigger", "speculative_widget()"),
     "bpe_merges_widget": ("transformer_lib.views.gpt2_and_llms", "bpe_merges_widget()"),
     "induction_head_widget": (

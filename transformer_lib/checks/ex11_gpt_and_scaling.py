@@ -1,6 +1,6 @@
-"""Checks for lesson 11's exercises: one online-softmax update step, the decoder-only (GPT) mask, baseline losses
-predicted by hand, one cached GPT decoding step, the stopping step read from a loss curve, and a scaling law fitted
-to losses of several model sizes."""
+"""Checks for lesson 11's exercises: the decoder-only (GPT) mask, baseline losses predicted by hand, one cached GPT
+decoding step, the stopping step read from a loss curve, a scaling law fitted to losses of several model sizes,
+AdamW's next step from its saved state, and a stopped run resumed from its checkpoint."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attention import scaled_dot_product_attention
-from ..chunked_attention import online_softmax_update
 from ..device import single_thread
 from ..evaluation import baseline_losses, bigram_probabilities, unigram_probabilities
 from ..gpt import GPT, GPTConfig
@@ -21,80 +19,6 @@ from ..optim import AdamW
 from ..scaling import fit_power_law
 from ..training import LMHistory, LMTrainingState, train_gpt
 from ._feedback import CheckResult, Exercise, Hint, describe_mismatch, format_value
-
-
-def _chunk_cases() -> list[tuple[str, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
-    """(description, the running statistics before, scores (T_q, C), values (C, d_v)): the first chunk, from the start
-    (max -inf, sum 0); then the second, which raises one row's maximum (row 0) and leaves the others' (rows 1, 2)."""
-    generator = torch.Generator().manual_seed(11)
-    scores = torch.randn(3, 7, generator=generator, dtype=torch.float64)  # (T_q, 7 keys)
-    scores[0, 4] = 5.0  # a new maximum arrives in the second chunk
-    scores[1:, 1] = 4.0  # the first chunk's maximum stays the largest
-    values = torch.randn(7, 2, generator=generator, dtype=torch.float64)  # (7 keys, d_v)
-    start = (torch.full((3, 1), float("-inf"), dtype=torch.float64), torch.zeros(3, 1, dtype=torch.float64),
-             torch.zeros(3, 2, dtype=torch.float64))
-    after_first = online_softmax_update(*start, scores[:, :3], values[:3])
-    return [("the first chunk of 3 keys, from the start (max -inf, sums 0)", start, scores[:, :3], values[:3]),
-            ("a second chunk of 4 keys: row 0's maximum rises, rows 1 and 2 keep theirs", after_first, scores[:, 3:],
-             values[3:])]
-
-
-def online_softmax_step(student_fn: Callable) -> CheckResult:
-    """Check a function (running_max, running_sum, accumulator, scores, values) -> the three updated statistics, on
-    the two chunks of 3 queries' 7 keys. The maximum, the sum and the accumulator are compared in order and the first
-    wrong one ends the check (the later ones follow from it); after both chunks, accumulator / sum must be the
-    softmax-weighted values."""
-    ex = Exercise("online_softmax_step")
-    with ex.run():
-        got = None
-        for number, (description, before, scores, values) in enumerate(_chunk_cases()):
-            expected = online_softmax_update(*before, scores, values)
-            got = ex.call(student_fn, *[t.clone() for t in before], scores, values)
-            three = isinstance(got, tuple | list) and len(got) == 3
-            if (number == 0 or not three) and not ex.require(
-                "returns three tensors (new_max, new_sum, new_accumulator)",
-                three,
-                problem=f"got {type(got).__name__}",
-                hint="return new_max, new_sum, new_accumulator",
-            ):
-                return ex.result
-            old_max, old_sum, old_accumulator = before
-            new_max = expected[0]
-            weights = torch.exp(scores - new_max)  # (T_q, C)
-            rescale = torch.exp(old_max - new_max)  # (T_q, 1)
-            old_max_weights = torch.exp(scores - old_max)  # this chunk weighted with the old maximum
-            chunk_only = scores.amax(-1, keepdim=True)
-            parts = [
-                ("the new running maximum", got[0], new_max,
-                 "the larger of the old maximum and this chunk's maximum (keepdim=True)",
-                 {Hint("the maximum so far: the larger of the old maximum and this chunk's, not this chunk's alone",
-                       id="chunk-max-only"): chunk_only}),
-                ("the new running sum", got[1], expected[1],
-                 "multiply the old sum by exp(old_max - new_max), then add this chunk's exp(scores - new_max)",
-                 {Hint("rescale the old sum by exp(old_max - new_max): it was computed with the old maximum",
-                       id="sum-not-rescaled"): old_sum + weights.sum(-1, keepdim=True),
-                  Hint("the rescaling factor is exp(old_max - new_max), at most 1: yours is upside down",
-                       id="rescale-sign-flipped"): old_sum / rescale + weights.sum(-1, keepdim=True),
-                  Hint("weigh this chunk's scores with the NEW maximum, exp(scores - new_max), as the rescaled old "
-                       "sum is", id="chunk-weighted-with-old-max"):
-                      old_sum * rescale + old_max_weights.sum(-1, keepdim=True)}),
-                ("the new accumulator", got[2], expected[2],
-                 "rescale the old accumulator like the sum, then add exp(scores - new_max) @ values",
-                 {Hint("rescale the old accumulator by exp(old_max - new_max) too", id="accumulator-not-rescaled"):
-                      old_accumulator + weights @ values,
-                  Hint("keep the accumulator unnormalised: divide by the running sum only once, after the last "
-                       "chunk", id="accumulator-normalised-early"): expected[2] / expected[1]}),
-            ]
-            for what, got_part, expected_part, hint, mistakes in parts:
-                if not ex.compare(f"{description}: {what}", got_part, expected_part, hint=hint,
-                                  mistakes={h: v for h, v in mistakes.items()
-                                            if describe_mismatch(v, expected_part) is not None}):
-                    return ex.result
-        all_scores = torch.cat([scores for _, _, scores, _ in _chunk_cases()], dim=-1)  # (T_q, 7)
-        all_values = torch.cat([values for _, _, _, values in _chunk_cases()])  # (7, d_v)
-        exact, _ = scaled_dot_product_attention(all_scores, torch.eye(7, dtype=torch.float64), all_values, scale=1.0)
-        ex.compare("accumulator / sum after both chunks equals softmax(all scores) @ values", got[2] / got[1], exact)
-    return ex.result
 
 
 def _mask_cases() -> list[tuple[str, torch.Tensor, int]]:
@@ -147,7 +71,7 @@ NO_VOCABULARY_IN_DENOMINATOR = Hint("with add-one smoothing, add the vocabulary 
 
 
 def _small_text() -> tuple[torch.Tensor, torch.Tensor]:
-    """Exercise 3's texts as ids of the vocabulary a = 0, b = 1, c = 2: training "ababababac", held-out "abac"."""
+    """Exercise 2's texts as ids of the vocabulary a = 0, b = 1, c = 2: training "ababababac", held-out "abac"."""
     ids = {"a": 0, "b": 1, "c": 2}
     return tuple(torch.tensor([ids[char] for char in text]) for text in ("ababababac", "abac"))
 

@@ -1,4 +1,5 @@
-"""Shared plotting helpers: labelled heatmaps (similarity, attention) and bar charts (weights over tokens).
+"""Shared plotting helpers: labelled heatmaps (similarity, attention), bar charts (weights over tokens) and log-log
+plots with a fitted power law (lessons 11 and 12).
 
 Every helper draws on a given matplotlib ``Axes`` (or a new one), always sets a title and axis labels,
 and returns the ``Axes`` so a lesson can add to it. The caller shows the figure with ``plt.show()``.
@@ -14,6 +15,8 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from ..scaling import fit_power_law
 
 
 def _to_numpy(values: torch.Tensor | np.ndarray | Sequence) -> np.ndarray:
@@ -126,3 +129,35 @@ def figure_to_png(figure: Figure, dpi: int = 90) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def loglog_with_fit(
+    x: Sequence[float], y: Sequence[float], title: str, xlabel: str, ylabel: str, ax: Axes | None = None,
+    reference: tuple[float, str] | None = None, digits: int = 2, yerr: Sequence[float] | None = None,
+) -> tuple[Axes, float]:
+    """Measurements as dots on log-log axes plus the fitted line ``c · x**slope``; returns ``(ax, slope)``.
+
+    ``reference``: ``(slope, label)`` of a second line drawn through the fit's middle, to compare steepness only.
+    ``digits``: decimals of the slope in the legend. ``yerr``: error bars (e.g. the standard deviation over seeds
+    of the means in ``y``).
+    """
+    slope, scale = fit_power_law(x, y)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.8))
+    grid = np.geomspace(min(x), max(x), 50)
+    if yerr is None:
+        ax.loglog(x, y, "o", label="measured")
+    else:
+        ax.errorbar(x, y, yerr=yerr, fmt="o", capsize=3, label="measured: mean ± sd over seeds")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.loglog(grid, scale * grid**slope, "--", label=f"fit: slope {slope:.{digits}f}")
+    if reference is not None:
+        middle = np.sqrt(min(x) * max(x))  # the geometric middle of the x range
+        ref_slope, ref_label = reference
+        ax.loglog(grid, scale * middle**slope * (grid / middle) ** ref_slope, ":", color="gray", label=ref_label)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    return ax, slope
