@@ -123,13 +123,15 @@ def gpt2_block_weights(hf_weights, layer, bug=None):
 
 
 def online_softmax_step(running_max, running_sum, accumulator, scores, values, bug=None):
-    new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))
-    factor = torch.exp(running_max - new_max)
+    chunk_max = scores.amax(dim=-1, keepdim=True)
+    new_max = chunk_max if bug == "chunk max only" else torch.maximum(running_max, chunk_max)
+    finite = new_max if bug == "masked nan" else torch.where(torch.isinf(new_max), 0.0, new_max)  # 0 if all masked
+    factor = torch.exp(running_max - finite)
     if bug == "not rescaled":
         factor = 1.0
     elif bug == "flipped":
-        factor = torch.exp(new_max - running_max)
-    weights = torch.exp(scores - new_max)
+        factor = torch.exp(finite - running_max)
+    weights = torch.exp(scores - (running_max if bug == "old max" else finite))
     new_sum = running_sum * factor + weights.sum(-1, keepdim=True)
     new_accumulator = accumulator * (1.0 if bug == "accumulator not rescaled" else factor) + weights @ values
     if bug == "normalised":
@@ -310,6 +312,7 @@ def test_each_mistake_is_diagnosed_as_itself():
     assert_diagnosed(softmax_bug("flipped"), "rescale-sign-flipped")
     assert_diagnosed(softmax_bug("accumulator not rescaled"), "accumulator-not-rescaled")
     assert_diagnosed(softmax_bug("normalised"), "accumulator-normalised-early")
+    assert_diagnosed(softmax_bug("masked nan"), "masked-row-nan")  # right until a row has seen only masked keys
 
 
 # --- answers right on the lesson's inputs only, right answers written another way, one hint per mistake
@@ -393,27 +396,19 @@ def test_gpt2_block_weights_hint_says_where_the_block_parts_from_the_librarys(bu
     assert where in result.diagnoses[0]["hint"]
 
 
-def _online_step(running_max, running_sum, accumulator, scores, values, bug=None):
-    chunk_max = scores.amax(dim=-1, keepdim=True)
-    new_max = chunk_max if bug == "chunk max only" else torch.maximum(running_max, chunk_max)
-    rescale = torch.exp(running_max - new_max)
-    weights = torch.exp(scores - (running_max if bug == "old max" else new_max))
-    return new_max, running_sum * rescale + weights.sum(-1, keepdim=True), accumulator * rescale + weights @ values
-
-
 def test_online_softmax_step_starts_from_minus_infinity_and_keeps_a_larger_old_maximum():
-    assert check.online_softmax_step(_online_step).ok
 
-    def by_where(running_max, running_sum, accumulator, scores, values):  # right, written with where
+    def by_where(running_max, running_sum, accumulator, scores, values):  # right, written with where and a clamp
         new_max = torch.where(running_max > scores.max(-1, keepdim=True).values, running_max,
                               scores.max(-1, keepdim=True).values)
-        rescale = (running_max - new_max).exp()
-        weights = (scores - new_max).exp()
+        finite = new_max.clamp(min=-1e300)  # a row that has seen only masked keys: exp(-inf - finite) = 0, no NaN
+        rescale = (running_max - finite).exp()
+        weights = (scores - finite).exp()
         return new_max, rescale * running_sum + weights.sum(1, keepdim=True), rescale * accumulator + weights @ values
 
     assert check.online_softmax_step(by_where).ok
     assert_diagnosed(_one_hint(
-        check.online_softmax_step(lambda *a: _online_step(*a, bug="chunk max only"))), "chunk-max-only")
+        check.online_softmax_step(lambda *a: online_softmax_step(*a, bug="chunk max only"))), "chunk-max-only")
     # This chunk weighted with the old maximum: the sum's line names it, no second line blames the accumulator.
     assert_diagnosed(_one_hint(
-        check.online_softmax_step(lambda *a: _online_step(*a, bug="old max"))), "chunk-weighted-with-old-max")
+        check.online_softmax_step(lambda *a: online_softmax_step(*a, bug="old max"))), "chunk-weighted-with-old-max")

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from itertools import pairwise
+from typing import Any
 
 import torch
 
@@ -507,75 +508,100 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
 # -- Exercise 6: one online-softmax update ---------------------------------------------------------------------------
 
 
-def _chunk_cases() -> list[tuple[str, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
-    """(description, the running statistics before, scores (T_q, C), values (C, d_v)): the first chunk, from the start
-    (max -inf, sum 0); then the second, which raises one row's maximum (row 0) and leaves the others' (rows 1, 2)."""
+def _chunk_cases(masked: bool) -> list[tuple[str, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
+    """(description, the running statistics before, scores (T_q, C), values (C, d_v)) of two chunks of 3 queries' 7
+    keys: the first, from the start (max -inf, sums 0); then the second, which raises one row's maximum (row 0) and
+    leaves the others' (rows 1, 2). ``masked``: some scores are -inf, as a mask makes them, and all of row 2's first
+    chunk (a row that has seen only masked keys, as under a causal mask)."""
     generator = torch.Generator().manual_seed(11)
     scores = torch.randn(3, 7, generator=generator, dtype=torch.float64)  # (T_q, 7 keys)
     scores[0, 4] = 5.0  # a new maximum arrives in the second chunk
     scores[1:, 1] = 4.0  # the first chunk's maximum stays the largest
+    if masked:
+        scores[2, :3] = float("-inf")  # row 2: every key of the first chunk masked
+        scores[0, 1] = scores[1, 5] = float("-inf")  # one masked key in each of the other rows
     values = torch.randn(7, 2, generator=generator, dtype=torch.float64)  # (7 keys, d_v)
     start = (torch.full((3, 1), float("-inf"), dtype=torch.float64), torch.zeros(3, 1, dtype=torch.float64),
              torch.zeros(3, 2, dtype=torch.float64))
     after_first = online_softmax_update(*start, scores[:, :3], values[:3])
-    return [("the first chunk of 3 keys, from the start (max -inf, sums 0)", start, scores[:, :3], values[:3]),
-            ("a second chunk of 4 keys: row 0's maximum rises, rows 1 and 2 keep theirs", after_first, scores[:, 3:],
-             values[3:])]
+    kind = "masked keys, all of row 2's in the first chunk: " if masked else ""
+    return [(f"{kind}the first chunk of 3 keys, from the start (max -inf, sums 0)", start, scores[:, :3], values[:3]),
+            (f"{kind}a second chunk of 4 keys: row 0's maximum rises, rows 1 and 2 keep theirs", after_first,
+             scores[:, 3:], values[3:])]
+
+
+def _chunk_parts(before: tuple[torch.Tensor, ...], scores: torch.Tensor, values: torch.Tensor, expected: tuple,
+                 got: tuple) -> list[tuple[str, Any, Any, str, dict[Hint, Any]]]:
+    """(what, got, expected, hint, mistakes) for the maximum, the sum and the accumulator of one chunk, in order."""
+    old_max, old_sum, old_accumulator = before
+    new_max = expected[0]
+    finite_max = torch.where(torch.isinf(new_max), torch.zeros_like(new_max), new_max)  # 0 where all were masked
+    weights = torch.exp(scores - finite_max)  # (T_q, C)
+    rescale = torch.exp(old_max - finite_max)  # (T_q, 1)
+    nan_weights, nan_rescale = torch.exp(scores - new_max), torch.exp(old_max - new_max)  # NaN where all were masked
+    old_max_weights = torch.exp(scores - old_max)  # this chunk weighted with the old maximum
+    nan_row = Hint("a row whose keys so far are all masked keeps a maximum of -inf, and exp(-inf - (-inf)) is NaN: "
+                   "for such a row, subtract a finite number instead, so that its weights come out 0",
+                   id="masked-row-nan")
+    return [
+        ("the new running maximum", got[0], new_max,
+         "the larger of the old maximum and this chunk's maximum (keepdim=True)",
+         {Hint("the maximum so far: the larger of the old maximum and this chunk's, not this chunk's alone",
+               id="chunk-max-only"): scores.amax(-1, keepdim=True)}),
+        ("the new running sum", got[1], expected[1],
+         "multiply the old sum by exp(old_max - new_max), then add this chunk's exp(scores - new_max)",
+         {nan_row: old_sum * nan_rescale + nan_weights.sum(-1, keepdim=True),
+          Hint("rescale the old sum by exp(old_max - new_max): it was computed with the old maximum",
+               id="sum-not-rescaled"): old_sum + weights.sum(-1, keepdim=True),
+          Hint("the rescaling factor is exp(old_max - new_max), at most 1: yours is upside down",
+               id="rescale-sign-flipped"): old_sum / rescale + weights.sum(-1, keepdim=True),
+          Hint("weigh this chunk's scores with the NEW maximum, exp(scores - new_max), as the rescaled old "
+               "sum is", id="chunk-weighted-with-old-max"):
+              old_sum * rescale + old_max_weights.sum(-1, keepdim=True)}),
+        ("the new accumulator", got[2], expected[2],
+         "rescale the old accumulator like the sum, then add exp(scores - new_max) @ values",
+         {nan_row: old_accumulator * nan_rescale + nan_weights @ values,
+          Hint("rescale the old accumulator by exp(old_max - new_max) too", id="accumulator-not-rescaled"):
+              old_accumulator + weights @ values,
+          Hint("keep the accumulator unnormalised: divide by the running sum only once, after the last "
+               "chunk", id="accumulator-normalised-early"): expected[2] / expected[1]}),
+    ]
 
 
 def online_softmax_step(student_fn: Callable) -> CheckResult:
     """Check a function (running_max, running_sum, accumulator, scores, values) -> the three updated statistics, on
-    the two chunks of 3 queries' 7 keys. The maximum, the sum and the accumulator are compared in order and the first
-    wrong one ends the check (the later ones follow from it); after both chunks, accumulator / sum must be the
-    softmax-weighted values."""
+    two chunks of 3 queries' 7 keys, first without a mask, then with masked keys (-inf scores) and a row whose first
+    chunk is all masked. The maximum, the sum and the accumulator are compared in order and the first wrong one ends
+    the check (the later ones follow from it); after both chunks, accumulator / sum must be the softmax-weighted
+    values."""
     ex = Exercise("online_softmax_step")
     with ex.run():
-        got = None
-        for number, (description, before, scores, values) in enumerate(_chunk_cases()):
-            expected = online_softmax_update(*before, scores, values)
-            got = ex.call(student_fn, *[t.clone() for t in before], scores, values)
-            three = isinstance(got, tuple | list) and len(got) == 3
-            if (number == 0 or not three) and not ex.require(
-                "returns three tensors (new_max, new_sum, new_accumulator)",
-                three,
-                problem=f"got {type(got).__name__}",
-                hint="return new_max, new_sum, new_accumulator",
-            ):
-                return ex.result
-            old_max, old_sum, old_accumulator = before
-            new_max = expected[0]
-            weights = torch.exp(scores - new_max)  # (T_q, C)
-            rescale = torch.exp(old_max - new_max)  # (T_q, 1)
-            old_max_weights = torch.exp(scores - old_max)  # this chunk weighted with the old maximum
-            chunk_only = scores.amax(-1, keepdim=True)
-            parts = [
-                ("the new running maximum", got[0], new_max,
-                 "the larger of the old maximum and this chunk's maximum (keepdim=True)",
-                 {Hint("the maximum so far: the larger of the old maximum and this chunk's, not this chunk's alone",
-                       id="chunk-max-only"): chunk_only}),
-                ("the new running sum", got[1], expected[1],
-                 "multiply the old sum by exp(old_max - new_max), then add this chunk's exp(scores - new_max)",
-                 {Hint("rescale the old sum by exp(old_max - new_max): it was computed with the old maximum",
-                       id="sum-not-rescaled"): old_sum + weights.sum(-1, keepdim=True),
-                  Hint("the rescaling factor is exp(old_max - new_max), at most 1: yours is upside down",
-                       id="rescale-sign-flipped"): old_sum / rescale + weights.sum(-1, keepdim=True),
-                  Hint("weigh this chunk's scores with the NEW maximum, exp(scores - new_max), as the rescaled old "
-                       "sum is", id="chunk-weighted-with-old-max"):
-                      old_sum * rescale + old_max_weights.sum(-1, keepdim=True)}),
-                ("the new accumulator", got[2], expected[2],
-                 "rescale the old accumulator like the sum, then add exp(scores - new_max) @ values",
-                 {Hint("rescale the old accumulator by exp(old_max - new_max) too", id="accumulator-not-rescaled"):
-                      old_accumulator + weights @ values,
-                  Hint("keep the accumulator unnormalised: divide by the running sum only once, after the last "
-                       "chunk", id="accumulator-normalised-early"): expected[2] / expected[1]}),
-            ]
-            for what, got_part, expected_part, hint, mistakes in parts:
-                if not ex.compare(f"{description}: {what}", got_part, expected_part, hint=hint,
-                                  mistakes={h: v for h, v in mistakes.items()
-                                            if describe_mismatch(v, expected_part) is not None}):
+        for masked in (False, True):
+            cases = _chunk_cases(masked)
+            got = None
+            for number, (description, before, scores, values) in enumerate(cases):
+                expected = online_softmax_update(*before, scores, values)
+                got = ex.call(student_fn, *[t.clone() for t in before], scores, values)
+                three = isinstance(got, tuple | list) and len(got) == 3
+                if (number == 0 or not three) and not ex.require(
+                    "returns three tensors (new_max, new_sum, new_accumulator)",
+                    three,
+                    problem=f"got {type(got).__name__}",
+                    hint="return new_max, new_sum, new_accumulator",
+                ):
                     return ex.result
-        all_scores = torch.cat([scores for _, _, scores, _ in _chunk_cases()], dim=-1)  # (T_q, 7)
-        all_values = torch.cat([values for _, _, _, values in _chunk_cases()])  # (7, d_v)
-        exact, _ = scaled_dot_product_attention(all_scores, torch.eye(7, dtype=torch.float64), all_values, scale=1.0)
-        ex.compare("accumulator / sum after both chunks equals softmax(all scores) @ values", got[2] / got[1], exact)
+                for what, got_part, expected_part, hint, mistakes in _chunk_parts(before, scores, values, expected,
+                                                                                   got):
+                    if not ex.compare(f"{description}: {what}", got_part, expected_part, hint=hint,
+                                      mistakes={h: v for h, v in mistakes.items()
+                                                if describe_mismatch(v, expected_part) is not None}):
+                        return ex.result
+            all_scores = torch.cat([scores for _, _, scores, _ in cases], dim=-1)  # (T_q, 7)
+            all_values = torch.cat([values for _, _, _, values in cases])  # (7, d_v)
+            allowed = torch.isfinite(all_scores)  # (T_q, 7): the keys a mask leaves
+            queries = torch.where(allowed, all_scores, 0.0)  # with the identity as keys, the scores themselves
+            exact, _ = scaled_dot_product_attention(queries, torch.eye(7, dtype=torch.float64), all_values,
+                                                    mask=allowed, scale=1.0)
+            ex.compare(f"{'masked keys: ' if masked else ''}accumulator / sum after both chunks equals "
+                       "softmax(all scores) @ values", got[2] / got[1], exact)
     return ex.result
