@@ -126,7 +126,9 @@ def online_softmax_step(running_max, running_sum, accumulator, scores, values, b
     chunk_max = scores.amax(dim=-1, keepdim=True)
     new_max = chunk_max if bug == "chunk max only" else torch.maximum(running_max, chunk_max)
     finite = new_max if bug == "masked nan" else torch.where(torch.isinf(new_max), 0.0, new_max)  # 0 if all masked
-    factor = torch.exp(running_max - finite)
+    if bug == "guard on the chunk's max":  # right until a chunk is all masked after visible keys
+        finite = torch.where(torch.isinf(chunk_max), 0.0, new_max)
+    factor = torch.exp(running_max - (new_max if bug == "rescale unguarded" else finite))
     if bug == "not rescaled":
         factor = 1.0
     elif bug == "flipped":
@@ -136,6 +138,8 @@ def online_softmax_step(running_max, running_sum, accumulator, scores, values, b
     new_accumulator = accumulator * (1.0 if bug == "accumulator not rescaled" else factor) + weights @ values
     if bug == "normalised":
         new_accumulator = new_accumulator / new_sum
+    if bug == "finite max":
+        new_max = new_max.clamp(min=-1e30)
     return new_max, new_sum, new_accumulator
 
 
@@ -313,6 +317,8 @@ def test_each_mistake_is_diagnosed_as_itself():
     assert_diagnosed(softmax_bug("accumulator not rescaled"), "accumulator-not-rescaled")
     assert_diagnosed(softmax_bug("normalised"), "accumulator-normalised-early")
     assert_diagnosed(softmax_bug("masked nan"), "masked-row-nan")  # right until a row has seen only masked keys
+    assert_diagnosed(softmax_bug("rescale unguarded"), "masked-row-nan")  # the weights guarded, the rescale not
+    assert_diagnosed(softmax_bug("finite max"), "masked-row-finite-max")
 
 
 # --- answers right on the lesson's inputs only, right answers written another way, one hint per mistake
@@ -407,6 +413,18 @@ def test_online_softmax_step_starts_from_minus_infinity_and_keeps_a_larger_old_m
         return new_max, rescale * running_sum + weights.sum(1, keepdim=True), rescale * accumulator + weights @ values
 
     assert check.online_softmax_step(by_where).ok
+
+    def in_place(running_max, running_sum, accumulator, scores, values):  # right, but overwrites its scores
+        new_max = torch.maximum(running_max, scores.amax(-1, keepdim=True))
+        finite = torch.nan_to_num(new_max, neginf=0.0)
+        rescale = torch.exp(running_max - finite)
+        weights = scores.sub_(finite).exp_()
+        return new_max, running_sum * rescale + weights.sum(-1, keepdim=True), accumulator * rescale + weights @ values
+
+    assert check.online_softmax_step(in_place).ok
+    # Guarded by the chunk's own maximum: right on every chunk that starts a row or has a visible key, wrong when a
+    # whole chunk is masked after visible keys (a causal mask's later chunks).
+    assert not check.online_softmax_step(lambda *a: online_softmax_step(*a, bug="guard on the chunk's max")).ok
     assert_diagnosed(_one_hint(
         check.online_softmax_step(lambda *a: online_softmax_step(*a, bug="chunk max only"))), "chunk-max-only")
     # This chunk weighted with the old maximum: the sum's line names it, no second line blames the accumulator.

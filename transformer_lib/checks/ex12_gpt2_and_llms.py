@@ -509,24 +509,25 @@ def gpt2_block_weights(student_fn: Callable) -> CheckResult:
 
 
 def _chunk_cases(masked: bool) -> list[tuple[str, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]]:
-    """(description, the running statistics before, scores (T_q, C), values (C, d_v)) of two chunks of 3 queries' 7
+    """(description, the running statistics before, scores (T_q, C), values (C, d_v)) of two chunks of 4 queries' 7
     keys: the first, from the start (max -inf, sums 0); then the second, which raises one row's maximum (row 0) and
-    leaves the others' (rows 1, 2). ``masked``: some scores are -inf, as a mask makes them, and all of row 2's first
-    chunk (a row that has seen only masked keys, as under a causal mask)."""
+    leaves the others'. ``masked``: some scores are -inf, as a mask makes them, all of row 2's first chunk (a row that
+    has seen only masked keys) and all of row 3's second chunk (keys past a query's position under a causal mask)."""
     generator = torch.Generator().manual_seed(11)
-    scores = torch.randn(3, 7, generator=generator, dtype=torch.float64)  # (T_q, 7 keys)
+    scores = torch.randn(4, 7, generator=generator, dtype=torch.float64)  # (T_q, 7 keys)
     scores[0, 4] = 5.0  # a new maximum arrives in the second chunk
     scores[1:, 1] = 4.0  # the first chunk's maximum stays the largest
     if masked:
         scores[2, :3] = float("-inf")  # row 2: every key of the first chunk masked
+        scores[3, 3:] = float("-inf")  # row 3: every key of the second chunk masked
         scores[0, 1] = scores[1, 5] = float("-inf")  # one masked key in each of the other rows
     values = torch.randn(7, 2, generator=generator, dtype=torch.float64)  # (7 keys, d_v)
-    start = (torch.full((3, 1), float("-inf"), dtype=torch.float64), torch.zeros(3, 1, dtype=torch.float64),
-             torch.zeros(3, 2, dtype=torch.float64))
+    start = (torch.full((4, 1), float("-inf"), dtype=torch.float64), torch.zeros(4, 1, dtype=torch.float64),
+             torch.zeros(4, 2, dtype=torch.float64))
     after_first = online_softmax_update(*start, scores[:, :3], values[:3])
-    kind = "masked keys, all of row 2's in the first chunk: " if masked else ""
+    kind = "masked keys (row 2's first chunk, row 3's second all masked): " if masked else ""
     return [(f"{kind}the first chunk of 3 keys, from the start (max -inf, sums 0)", start, scores[:, :3], values[:3]),
-            (f"{kind}a second chunk of 4 keys: row 0's maximum rises, rows 1 and 2 keep theirs", after_first,
+            (f"{kind}a second chunk of 4 keys: row 0's maximum rises, the other rows keep theirs", after_first,
              scores[:, 3:], values[3:])]
 
 
@@ -541,15 +542,21 @@ def _chunk_parts(before: tuple[torch.Tensor, ...], scores: torch.Tensor, values:
     nan_weights, nan_rescale = torch.exp(scores - new_max), torch.exp(old_max - new_max)  # NaN where all were masked
     old_max_weights = torch.exp(scores - old_max)  # this chunk weighted with the old maximum
     nan_row = Hint("a row whose keys so far are all masked keeps a maximum of -inf, and exp(-inf - (-inf)) is NaN: "
-                   "for such a row, subtract a finite number instead, so that its weights come out 0",
-                   id="masked-row-nan")
+                   "for such a row, subtract a finite number (0 will do) inside both exp(scores - ·) and "
+                   "exp(old_max - ·), so that its weights and its rescale come out 0", id="masked-row-nan")
+    finite_row_max = Hint("a row whose keys so far are all masked keeps the maximum -inf, the largest of its scores: "
+                          "use a finite stand-in only inside exp, and return the maximum itself",
+                          id="masked-row-finite-max")
     return [
         ("the new running maximum", got[0], new_max,
          "the larger of the old maximum and this chunk's maximum (keepdim=True)",
          {Hint("the maximum so far: the larger of the old maximum and this chunk's, not this chunk's alone",
-               id="chunk-max-only"): scores.amax(-1, keepdim=True)}),
+               id="chunk-max-only"): scores.amax(-1, keepdim=True),
+          finite_row_max: torch.where(torch.isinf(new_max), got[0], new_max)
+              if torch.is_tensor(got[0]) and got[0].shape == new_max.shape else new_max}),
         ("the new running sum", got[1], expected[1],
-         "multiply the old sum by exp(old_max - new_max), then add this chunk's exp(scores - new_max)",
+         "multiply the old sum by exp(old_max - new_max), then add this chunk's exp(scores - new_max) (with a finite "
+         "stand-in for new_max inside exp where it is -inf)",
          {nan_row: old_sum * nan_rescale + nan_weights.sum(-1, keepdim=True),
           Hint("rescale the old sum by exp(old_max - new_max): it was computed with the old maximum",
                id="sum-not-rescaled"): old_sum + weights.sum(-1, keepdim=True),
@@ -570,18 +577,17 @@ def _chunk_parts(before: tuple[torch.Tensor, ...], scores: torch.Tensor, values:
 
 def online_softmax_step(student_fn: Callable) -> CheckResult:
     """Check a function (running_max, running_sum, accumulator, scores, values) -> the three updated statistics, on
-    two chunks of 3 queries' 7 keys, first without a mask, then with masked keys (-inf scores) and a row whose first
-    chunk is all masked. The maximum, the sum and the accumulator are compared in order and the first wrong one ends
-    the check (the later ones follow from it); after both chunks, accumulator / sum must be the softmax-weighted
-    values."""
+    two chunks of 4 queries' 7 keys, first without a mask, then with masked keys (-inf scores): a row whose first
+    chunk is all masked, and one whose second chunk is. The maximum, the sum and the accumulator are compared in
+    order and the first wrong one ends the check (the later ones follow from it); then the function runs both chunks
+    on its own results, and accumulator / sum must be the softmax-weighted values."""
     ex = Exercise("online_softmax_step")
     with ex.run():
         for masked in (False, True):
             cases = _chunk_cases(masked)
-            got = None
             for number, (description, before, scores, values) in enumerate(cases):
                 expected = online_softmax_update(*before, scores, values)
-                got = ex.call(student_fn, *[t.clone() for t in before], scores, values)
+                got = ex.call(student_fn, *[t.clone() for t in (*before, scores, values)])
                 three = isinstance(got, tuple | list) and len(got) == 3
                 if (number == 0 or not three) and not ex.require(
                     "returns three tensors (new_max, new_sum, new_accumulator)",
@@ -596,12 +602,15 @@ def online_softmax_step(student_fn: Callable) -> CheckResult:
                                       mistakes={h: v for h, v in mistakes.items()
                                                 if describe_mismatch(v, expected_part) is not None}):
                         return ex.result
+            state = cases[0][1]  # from the start, each chunk from the function's own result of the one before
+            for _, _, scores, values in cases:
+                state = ex.call(student_fn, *[t.clone() for t in (*state, scores, values)])
             all_scores = torch.cat([scores for _, _, scores, _ in cases], dim=-1)  # (T_q, 7)
             all_values = torch.cat([values for _, _, _, values in cases])  # (7, d_v)
             allowed = torch.isfinite(all_scores)  # (T_q, 7): the keys a mask leaves
             queries = torch.where(allowed, all_scores, 0.0)  # with the identity as keys, the scores themselves
             exact, _ = scaled_dot_product_attention(queries, torch.eye(7, dtype=torch.float64), all_values,
                                                     mask=allowed, scale=1.0)
-            ex.compare(f"{'masked keys: ' if masked else ''}accumulator / sum after both chunks equals "
-                       "softmax(all scores) @ values", got[2] / got[1], exact)
+            ex.compare(f"{'masked keys: ' if masked else ''}both chunks, each from your own result of the one "
+                       "before: accumulator / sum equals softmax(all scores) @ values", state[2] / state[1], exact)
     return ex.result
