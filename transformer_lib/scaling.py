@@ -1,7 +1,7 @@
-"""Power laws: how the cost of attention grows with the sequence length (the memory of the score matrices, lesson
-12), and how a language model's loss falls with its number of parameters (a fit of L(N) = E + a · N^(-α_N),
-with an interval over training seeds and its misses in standard errors), and what a training run costs by Kaplan et
-al.'s estimate (C ≈ 6 · N · D) (lesson 11).
+"""Power laws: how a language model's loss falls with its number of parameters (a fit of L(N) = E + a · N^(-α_N),
+with an interval over training seeds and its misses in standard errors) and what a training run costs by Kaplan et
+al.'s estimate, C ≈ 6 · N · D (lesson 11); how the memory of attention's score matrices grows with the sequence
+length (lesson 12).
 
 Shape legend: T = sequence length, chunk = keys per chunk in chunked attention.
 """
