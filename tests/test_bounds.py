@@ -6,7 +6,7 @@ import math
 import pytest
 
 import bounds
-from bounds import bound, bound_seeds, current_test, deferred_failures
+from bounds import asserted_by, bound, bound_seeds, current_test, deferred_failures
 from course_tools import BOUND_SEEDS_VARIABLE, BOUNDS_FILE_VARIABLE
 from course_tools.bounds import (
     FAILED,
@@ -99,6 +99,14 @@ def test_bound_seeds_come_from_the_variable_when_it_is_set(monkeypatch):
     assert bound_seeds((0, 1, 2)) == (0, 1, 2, 3, 4)
     with pytest.raises(ValueError, match="integers separated by commas"):
         parse_seeds("0;1")
+
+
+def test_a_test_whose_bounds_a_lesson_asserts_runs_only_when_bounds_are_tabulated(monkeypatch):
+    monkeypatch.delenv(BOUND_SEEDS_VARIABLE, raising=False)
+    skipped = asserted_by("Lesson 10")
+    assert skipped.args == (True,) and skipped.kwargs["reason"].startswith("Lesson 10 asserts each of its bounds")
+    monkeypatch.setenv(BOUND_SEEDS_VARIABLE, "0,1,2,3,4")
+    assert asserted_by("Lesson 10").args == (False,)
 
 
 def record(test, seed, name, margin, kind=">=", limit=0.5):

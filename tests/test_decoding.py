@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from transformer_lib.decoding import (
     GreedyWithMargin,
     beam_search,
@@ -176,6 +176,7 @@ def test_length_penalty_trades_total_for_length():
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 10")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its run loads from the cache
 def test_beam_search_repairs_sentences_of_a_translator_stopped_early(seed):
     """Lesson 10's bounds on the recipe stopped after 80 steps gets at most

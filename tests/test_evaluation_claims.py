@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from transformer_lib import (
     ChoiceItem,
     TrainingConfig,
@@ -46,6 +46,7 @@ def _chunks(text: str, ids: torch.Tensor, nats: torch.Tensor, tokenizer) -> np.n
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 17")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_lesson_17s_bits_per_byte_leak_and_ratings(seed):
     """Section 1 (per token the character GPT, per byte the BPE GPT), section 4 (the leak and the membership check)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from transformer_lib import GPT, GPTConfig, set_seed
 from transformer_lib.induction import (
     InductionRecipe,
@@ -225,6 +225,7 @@ def test_a_patch_outside_its_reach_restores_exactly_nothing():
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 13")
 def test_the_induction_score_rises_fastest_in_the_window_in_which_the_loss_drops(trained):
     """The lesson's phase change: the repeated half's loss falls from 2.5 to 1.0 nats more than
     twice as fast per step as it fell before (a straight line fails this); layer 1's top induction score makes its

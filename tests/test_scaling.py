@@ -4,7 +4,7 @@ score matrices (lessons 11 and 12)."""
 import numpy as np
 import pytest
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from transformer_lib import (
     GPT,
     CharTokenizer,
@@ -180,6 +180,7 @@ def test_a_width_ladder_loads_its_runs_from_the_cache(docs, monkeypatch, tmp_pat
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 11")
 def test_lesson_11_ladder_bounds_hold(docs):
     """Lesson 11 trains widths 8, 16, 32 and 64 for 125 steps with seeds 0, 1 and 2 and asserts: every seed's widest
     model at least 0.25 below its narrowest, the mean falling at every doubling, a bootstrap interval for α_N above 0,
@@ -209,6 +210,7 @@ def test_lesson_11_ladder_bounds_hold(docs):
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 11")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_lesson_11_learning_rate_check_holds(docs, seed):
     """Lesson 11 asserts, on seed 0, that 1e-2 is the best of 3e-3, 1e-2 and 3e-2 for width 64 after 125 steps, and

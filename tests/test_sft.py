@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from transformer_lib import GPT, CharTokenizer, GPTConfig, baseline_losses, evaluate_lm_loss
 from transformer_lib.lora import merge_lora, trainable_parameters
 from transformer_lib.sft import (
@@ -95,6 +95,7 @@ def test_greedy_answers_stop_at_the_end_character_and_agree_with_answer_probabil
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 15")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_the_lessons_claims_hold(seed):
     """Held-out exact match after full fine-tuning at least 50 points above the base's; the same recipe from a random
@@ -135,6 +136,7 @@ def format_guesser_score(data) -> float:
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 15")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_every_rank_of_the_short_sweep_beats_the_format_guesser(seed):
     """Lesson 15's rank sweep: LoRA of rank 1, 2 and 4 trained 100 steps each gets more held-out answers right than

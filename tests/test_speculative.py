@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from transformer_lib import (
     GPT,
     CharTokenizer,
@@ -256,6 +256,7 @@ def test_sampling_follows_the_targets_distribution(seed):
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 14")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_lesson_14_bounds_hold(seed):
     """The bounds lesson 14 asserts on its trained target and draft (lesson 11's recipe, one thread, 300 steps): both

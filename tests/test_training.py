@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bounds import bound, bound_seeds
+from bounds import asserted_by, bound, bound_seeds
 from course_tools import CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import CHECKPOINTS_VARIABLE as LIBRARY_CHECKPOINTS_VARIABLE
 from transformer_lib.checkpoints import lesson_checkpoint, load_checkpoint, save_checkpoint
@@ -309,6 +309,7 @@ def test_the_best_step_is_where_the_held_out_loss_is_lowest():
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 09")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_them(seed):
     """Lesson 09's comparison at matched schedules: both runs take the same 150 steps, seed, weights and batches;
@@ -333,6 +334,7 @@ def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_th
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 09")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its run loads from the cache
 def test_lesson_09s_run_learns_the_task_and_not_the_unseen_kind(seed):
     """Lesson 09's 400-step run, with the bounds the lesson asserts on seed 0: the validation loss, the test split's
@@ -373,6 +375,7 @@ def test_lesson_09s_run_learns_the_task_and_not_the_unseen_kind(seed):
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 06")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its run loads from the cache
 def test_lesson_06s_translator_has_a_head_that_looks_up_the_word_being_translated(seed):
     """Lesson 06's bound on the 150-step translator: in decoder layer 1's cross-attention, some head puts its largest
@@ -404,6 +407,7 @@ def test_the_unigram_baseline_lies_between_a_perfect_model_and_a_uniform_guess()
 
 
 @pytest.mark.trained
+@asserted_by("Lesson 07")
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its runs load from the cache
 def test_post_ln_needs_a_warm_up_pre_ln_does_not_and_it_helps_both(seed):
     """Lesson 07's four runs on one seed: post-LN or pre-LN, without or with a 60-step warm-up, at peak rate 0.01;
