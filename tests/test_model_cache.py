@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import nbformat
@@ -19,8 +20,14 @@ from nbclient import NotebookClient
 from torch import nn
 
 from course_tools import MODEL_CACHE_VARIABLE
-from transformer_lib import CharTokenizer, GPTConfig, python_docs, recipes, train_char_gpt
-from transformer_lib.model_cache import CACHE_VARIABLE, LAST_BITS_VARIABLE, cache_folder, cached_training
+from transformer_lib import CharTokenizer, GPTConfig, data, make_translation_task, python_docs, recipes, train_char_gpt
+from transformer_lib.model_cache import (
+    CACHE_VARIABLE,
+    LAST_BITS_VARIABLE,
+    cache_folder,
+    cached_text,
+    cached_training,
+)
 
 V = len(CharTokenizer(python_docs()))
 TINY = GPTConfig(vocab_size=V, block_size=16, d_model=16, num_heads=2, num_layers=1, d_ff=32)
@@ -207,3 +214,28 @@ def test_a_notebook_prints_the_same_with_an_empty_and_a_full_cache(cache):
     warm = executed_outputs(cache)
     assert warm == cold
     assert float(cold[0]) > 0  # a real training time, loaded the second time (the same float to the last digit)
+
+
+def test_generated_text_is_made_once_per_cache_and_again_when_damaged_or_asked_otherwise(cache):
+    made = []
+
+    def make(text: str) -> Callable[[], str]:
+        return lambda: made.append(text) or text
+
+    assert cached_text("pairs", {"seed": 0}, make("a\tb")) == "a\tb"
+    assert cached_text("pairs", {"seed": 0}, make("other")) == "a\tb" and made == ["a\tb"]  # loaded, not made
+    assert cached_text("pairs", {"seed": 1}, make("c\td")) == "c\td" and made == ["a\tb", "c\td"]
+    for path in cache.glob("pairs-*.pt"):
+        path.write_bytes(path.read_bytes()[:-10])  # truncated: made again, never half loaded
+    assert cached_text("pairs", {"seed": 0}, make("a\tb")) == "a\tb" and made == ["a\tb", "c\td", "a\tb"]
+
+
+def test_the_translation_task_from_the_cache_is_the_one_drawn(cache):
+    def splits(task):
+        return task.train, task.valid, task.test, task.unseen, task.src_vocab.tokens, task.tgt_vocab.tokens
+
+    data._drawn_pairs.cache_clear()  # this process's copy: the first call below draws and stores
+    drawn = splits(make_translation_task(num_train=300, num_valid=20, num_test=30, num_unseen=40, seed=5))
+    assert any(cache.glob("translation-pairs-*.pt"))
+    data._drawn_pairs.cache_clear()  # the next call reads the stored text
+    assert splits(make_translation_task(num_train=300, num_valid=20, num_test=30, num_unseen=40, seed=5)) == drawn

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .model_cache import cached_text
+
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
 
@@ -276,14 +278,30 @@ def _drawn_pairs(
 ) -> tuple[tuple[Pair, ...], tuple[Pair, ...]]:
     """The distinct seen and unseen pairs of one seeded draw, in the order drawn. Drawing them one word at a time takes
     about two seconds, and lessons and tests ask for the same task many times, so each draw is kept for the process
-    (as tuples: every caller gets lists of its own)."""
+    (as tuples: every caller gets lists of its own) and in the model cache, as text: one line per pair, the source's
+    words, a tab, the target's words; the unseen pairs after an empty line."""
+    arguments = {"wanted": wanted, "num_unseen": num_unseen, "max_adjectives": max_adjectives,
+                 "seen_adjectives": seen_adjectives, "seed": seed}
+    text = cached_text("translation-pairs", arguments, lambda: "\n\n".join(
+        "\n".join(" ".join(source) + "\t" + " ".join(target) for source, target in pairs)
+        for pairs in _draw_pairs(wanted, num_unseen, max_adjectives, seen_adjectives, seed)))
+    seen, unseen = (tuple((source.split(" "), target.split(" ")) for source, target in
+                          (line.split("\t") for line in block.split("\n") if line)) for block in text.split("\n\n"))
+    return seen, unseen
+
+
+def _draw_pairs(
+    wanted: int, num_unseen: int, max_adjectives: int, seen_adjectives: int, seed: int
+) -> tuple[list[Pair], list[Pair]]:
+    """The first ``wanted`` distinct seen sentences and ``num_unseen`` distinct unseen ones that a seeded draw of
+    sentences gives."""
     rng = np.random.default_rng(seed)
     seen: dict[tuple[str, ...], Pair] = {}
     unseen: dict[tuple[str, ...], Pair] = {}
     while len(seen) < wanted or len(unseen) < num_unseen:
         (source, target), adjectives = _draw_sentence(rng, max_adjectives)
         (seen if adjectives <= seen_adjectives else unseen).setdefault(tuple(source), (source, target))
-    return tuple(seen.values()), tuple(unseen.values())
+    return list(seen.values())[:wanted], list(unseen.values())[:num_unseen]
 
 
 # --- Character-level text for the GPT (lesson 11): two texts from Python itself, a character tokenizer, a held-out

@@ -126,7 +126,7 @@ def train_dpo(
         reference_w = response_log_probs(reference(w_inputs), w_labels)  # (pairs,)
         reference_l = response_log_probs(reference(l_inputs), l_labels)  # (pairs,)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr, foreach=True)
     history = DPOHistory()
     policy.train()
     started = time.perf_counter()

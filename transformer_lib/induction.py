@@ -139,7 +139,7 @@ def train_induction_model(recipe: InductionRecipe | None = None, seed: int = 0) 
         return model
 
     def train(model: GPT) -> InductionHistory:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, foreach=True)
         generator = torch.Generator().manual_seed(seed)
         probe = probe_batch(recipe, seed)  # (64, 2 · probe_half)
         history = InductionHistory()

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -189,6 +190,24 @@ def cached_continued_training(
                 return model, state
     _load(model, payload)
     return model, payload["state"]
+
+
+def cached_text(name: str, arguments: dict[str, Any], make: Callable[[], str]) -> str:
+    """``make()``'s text, kept in the cache under ``name`` and ``arguments`` (with numpy's version and the library's
+    source, which decide generated data): data that takes seconds to generate is generated once per cache, not once
+    per process. Text, not Python objects, so that loading it back costs milliseconds."""
+    key = {"data": name, "arguments": {k: repr(v) for k, v in arguments.items()}, "numpy": np.__version__,
+           "library": library_digest()}
+    path = cache_folder() / f"{name}-{_digest(key)}.pt"
+    payload = _read(path, key)
+    if payload is None:
+        with _training_lock(path):
+            payload = _read(path, key)  # another process may have stored it while this one waited
+            if payload is None:
+                text = make()
+                _store(path, {"key": key, "text": text})
+                return text
+    return payload["text"]
 
 
 def _cached_lengths(prefix: str) -> list[int]:

@@ -121,7 +121,7 @@ def _train(d_k: int, scaled: bool, seed: int, steps: int, batch_size: int, num_p
            num_values: int, d_model: int, lr: float) -> RetrievalHistory:
     torch.manual_seed(seed)
     model = RetrievalAttention(num_symbols, num_values, d_model, d_k, scaled)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     data = torch.Generator().manual_seed(seed)
     history = RetrievalHistory(d_k=d_k, scaled=scaled, seed=seed, chance=1 / num_values)
     start = time.perf_counter()

@@ -189,7 +189,7 @@ def train_rl(
     device = next(policy.parameters()).device
     reward_fn = REWARDS[recipe.reward]
     generator = torch.Generator().manual_seed(recipe.seed)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=recipe.lr)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=recipe.lr, foreach=True)
     history = RLHistory()
     started = time.perf_counter()
     for _ in range(recipe.steps):

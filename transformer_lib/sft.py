@@ -166,7 +166,7 @@ def fine_tune(
     pairs = [encode_instruction(tokenizer, instruction) for instruction in instructions]
     pad_id = tokenizer.ids[END]  # any id would do: padded positions carry no label, and no real position sees them
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, foreach=True)
     history = SFTHistory()
     model.train()
     started = time.perf_counter()

@@ -8,7 +8,10 @@ fits a run with a fixed, small number of steps. Evaluation (``translate``, ``exa
 
 The last section trains lesson 11's GPT on next-character prediction (:func:`train_gpt`, AdamW at a constant learning
 rate, no clipping), with the training and held-out loss measured along the way by ``evaluation.evaluate_lm_loss``.
-Both loops end each step in :func:`optimiser_step`.
+Both loops end each step in :func:`optimiser_step`. Their optimisers, like the course's other training loops', take
+``foreach=True``: PyTorch then applies each operation of the update to all the parameter tensors in one call (its
+default on GPUs) instead of looping over them in Python. The arithmetic is the same, with fewer calls, which matters
+for the course's tiny models: on the CPU their steps cost about as much at width 8 as at width 32.
 
 Shape legend: batch, S = source length, T = target length (for the GPT: ``block_size``), V = target vocabulary size,
 N = characters in a split of a text.
@@ -240,7 +243,7 @@ def train(
 
     device = next(model.parameters()).device
     pad_id = task.tgt_vocab.pad_id
-    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(model.parameters(), betas=(0.9, 0.98), eps=1e-9, foreach=True)
     generator = torch.Generator().manual_seed(config.seed)
     history = History()
     started = time.perf_counter()
@@ -378,7 +381,7 @@ def train_gpt(
                          f"{state.step}")
     device = next(model.parameters()).device
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)
     if state.step:
         generator.set_state(state.generator)
         optimizer.load_state_dict(state.optimizer)

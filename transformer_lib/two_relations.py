@@ -157,7 +157,7 @@ def train_two_relations(
     task = task or TwoRelationsTask()
     set_seed(seed)
     model = TwoRelationsModel(task, d_model, num_heads)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
     generator = torch.Generator().manual_seed(seed)
     held_out = two_relations_batch(task, eval_size, torch.Generator().manual_seed(10_000 + seed))
     history = TwoRelationsHistory()
