@@ -35,15 +35,15 @@ def bound_seeds(default: tuple[int, ...]) -> tuple[int, ...]:
     return parse_seeds(chosen) if chosen else default
 
 
-def asserted_by(lesson: str) -> pytest.MarkDecorator:
-    """Mark a trained-claim test whose every bound ``lesson`` asserts itself on the test's default seeds, on the same
-    runs and data, with limits at least as strict. The test command's notebook step runs that lesson in the unit
+def asserted_by(lesson: str, seeds: str = "0") -> pytest.MarkDecorator:
+    """Mark a trained-claim test whose every bound ``lesson`` asserts itself on the test's default ``seeds``, on the
+    same runs and data, with limits at least as strict. The test command's notebook step runs that lesson in the unit
     step's own setting (and the native one), so by default the test is skipped, with that reason, instead of
     computing it all again; with ``$COURSE_BOUND_SEEDS`` set (`course.py bounds`: seeds 0-4 in three settings) it
     runs."""
     return pytest.mark.skipif(not os.environ.get(BOUND_SEEDS_VARIABLE),
                               reason=f"{lesson} asserts each of its bounds on the same runs in the notebook step; "
-                                     f"`course.py bounds` (or {BOUND_SEEDS_VARIABLE}=0) runs it")
+                                     f"`course.py bounds` (or {BOUND_SEEDS_VARIABLE}={seeds}) runs it")
 
 
 def current_test() -> tuple[str, int | None]:
