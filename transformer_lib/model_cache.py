@@ -97,6 +97,22 @@ def _training_lock(path: Path) -> Iterator[None]:
         yield
 
 
+def _read_or_make(path: Path, key: dict[str, Any], make: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """The payload stored at ``path`` for ``key``, or else ``make()``'s, stored there; and whether it was made here.
+    ``make`` runs under the training lock, after a second look: another process may have stored it while this one
+    waited."""
+    payload = _read(path, key)
+    if payload is not None:
+        return payload, False
+    with _training_lock(path):
+        payload = _read(path, key)
+        if payload is not None:
+            return payload, False
+        payload = make()
+        _store(path, payload)
+        return payload, True
+
+
 def _run_key(recipe: str, arguments: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Everything that names a run: the recipe, its arguments (as ``repr``) and this machine's setting."""
     return {"recipe": recipe, "arguments": {name: repr(value) for name, value in arguments.items()},
@@ -135,17 +151,14 @@ def cached_training(
     load, the model's mode and every random number generator are as training would have left them.
     """
     key = _run_key(recipe, arguments, device)
-    path = cache_folder() / f"{recipe}-{_digest(key)}.pt"
     model = build()
-    payload = _read(path, key)
-    if payload is None:
-        with _training_lock(path):
-            payload = _read(path, key)  # another process may have stored it while this one waited
-            if payload is None:
-                history = train(model)
-                _store(path, _payload(key, model, history=asdict(history)))
-                return model, history
-    _load(model, payload)
+
+    def train_and_pack() -> dict[str, Any]:
+        return _payload(key, model, history=asdict(train(model)))
+
+    payload, trained_here = _read_or_make(cache_folder() / f"{recipe}-{_digest(key)}.pt", key, train_and_pack)
+    if not trained_here:
+        _load(model, payload)
     return model, history_type(**payload["history"])
 
 
@@ -174,21 +187,19 @@ def cached_continued_training(
 
     path = cache_folder() / f"{prefix}{steps}.pt"
     model = build()
-    payload = _read(path, key(steps))
-    if payload is None:
-        with _training_lock(path):
-            payload = _read(path, key(steps))
-            if payload is None:
-                state = None
-                for length in sorted(_cached_lengths(prefix), reverse=True):  # the longest shorter run first
-                    if length < steps and (shorter := _read(path.with_name(f"{prefix}{length}.pt"), key(length))):
-                        _load(model, shorter)
-                        state = shorter["state"]
-                        break
-                state = train(model, state)
-                _store(path, _payload(key(steps), model, state=state))
-                return model, state
-    _load(model, payload)
+
+    def continue_and_pack() -> dict[str, Any]:
+        state = None
+        for length in sorted(_cached_lengths(prefix), reverse=True):  # the longest shorter run first
+            if length < steps and (shorter := _read(path.with_name(f"{prefix}{length}.pt"), key(length))):
+                _load(model, shorter)
+                state = shorter["state"]
+                break
+        return _payload(key(steps), model, state=train(model, state))
+
+    payload, trained_here = _read_or_make(path, key(steps), continue_and_pack)
+    if not trained_here:
+        _load(model, payload)
     return model, payload["state"]
 
 
@@ -198,15 +209,8 @@ def cached_text(name: str, arguments: dict[str, Any], make: Callable[[], str]) -
     per process. Text, not Python objects, so that loading it back costs milliseconds."""
     key = {"data": name, "arguments": {k: repr(v) for k, v in arguments.items()}, "numpy": np.__version__,
            "library": library_digest()}
-    path = cache_folder() / f"{name}-{_digest(key)}.pt"
-    payload = _read(path, key)
-    if payload is None:
-        with _training_lock(path):
-            payload = _read(path, key)  # another process may have stored it while this one waited
-            if payload is None:
-                text = make()
-                _store(path, {"key": key, "text": text})
-                return text
+    payload, _ = _read_or_make(cache_folder() / f"{name}-{_digest(key)}.pt", key,
+                               lambda: {"key": key, "text": make()})
     return payload["text"]
 
 
