@@ -7,8 +7,10 @@ A cluster, 2 machines of 4:    torchrun --nnodes 2 --nproc-per-node 4 --node-ran
 torchrun starts the processes and gives each its rank, the world size and the meeting point in environment variables
 (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); ``init_process_group`` reads them. Every rank draws the same
 seeded global batch of ``--batch-size`` windows and trains on its slice (``transformer_lib.distributed.shard``); DDP
-averages the gradients, so the copies stay equal and the run trains what one process would on the whole batch. On
-GPUs each process uses the GPU of its LOCAL_RANK with the NCCL backend; on CPUs, gloo. Rank 0 prints the losses.
+averages the gradients, so the copies stay equal and the run trains what one process would on the whole batch.
+Where the machine has a GPU for each of its processes (and ``TRANSFORMER_LIB_DEVICE`` does not say cpu), each process
+uses the GPU of its LOCAL_RANK with the NCCL backend; otherwise every process trains on the CPU with gloo. Rank 0
+prints the losses.
 Last line: ``val_loss=<held-out loss> seconds=<training time> world_size=<processes> steps=<steps>``.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import torch
@@ -28,6 +31,7 @@ from transformer_lib import (
     CharTokenizer,
     GPTConfig,
     evaluate_lm_loss,
+    get_device,
     python_docs,
     random_windows,
     set_seed,
@@ -44,9 +48,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process on the CPU")
     args = parser.parse_args()
 
-    use_cuda = torch.cuda.is_available()
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # processes on this machine (torchrun sets it)
+    gpus = torch.cuda.device_count() if get_device().type == "cuda" else 0
+    use_cuda = gpus >= local_processes  # NCCL needs a GPU of its own for each process
     dist.init_process_group("nccl" if use_cuda else "gloo")  # rank and world size from torchrun's variables
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    if 0 < gpus < local_processes and int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        print(f"{local_processes} processes on this machine but {gpus} GPU(s): training on the CPU with gloo "
+              f"(--nproc-per-node {gpus} trains on the GPUs)", file=sys.stderr, flush=True)
     if use_cuda:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)

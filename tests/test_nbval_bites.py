@@ -14,7 +14,7 @@ import pytest
 
 from course_tools.execute import execute_notebook
 from course_tools.notebook_matrix import describe
-from course_tools.testrun import NATIVE, PORTABLE, notebook_command
+from course_tools.testrun import HARDWARE_VARIABLES, NATIVE, PORTABLE, notebook_command
 from transformer_lib import REFERENCE_STEPS_PER_S
 
 ROBUST = ["print(sum(range(10)))",
@@ -23,6 +23,15 @@ ROBUST = ["print(sum(range(10)))",
 KERNEL_DEPENDENT = ["import torch\n"
                     "x = torch.randn(1_000_003, generator=torch.Generator().manual_seed(0))\n"
                     "print(x.sum().item())"]
+
+
+@pytest.fixture(autouse=True)
+def this_machines_own_setting(monkeypatch):
+    """Every run here starts in this machine's own kernels and thread count, as a maintainer's execution does, also
+    inside the test command's unit step (which computes in the portable setting, where the native and portable sums
+    would agree and the kernel test would have nothing to tell apart): each test names the settings it compares."""
+    for name in HARDWARE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 def stored_notebook(folder, sources: list[str]):
