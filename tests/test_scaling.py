@@ -9,6 +9,7 @@ from transformer_lib import (
     GPT,
     CharTokenizer,
     GPTConfig,
+    baseline_losses,
     fit_power_law,
     python_docs,
     scaling,
@@ -183,18 +184,21 @@ def test_a_width_ladder_loads_its_runs_from_the_cache(docs, monkeypatch, tmp_pat
 @asserted_by("Lesson 11", seeds="0,1,2")  # the bootstrap needs two seeds or more
 def test_lesson_11_ladder_bounds_hold(docs):
     """Lesson 11 trains widths 8, 16, 32 and 64 for 125 steps with seeds 0, 1 and 2 and asserts: every seed's widest
-    model at least 0.25 below its narrowest, the mean falling at every doubling, a bootstrap interval for α_N above 0,
-    every mean curve still falling over the last 50 steps, and each smaller model after 125 steps (the last measured
-    step within the larger model's compute) below the next larger after 50, by 0.04 on the mean, and for every seed
-    in the two wider pairs. By default on the lesson's seeds, whose runs load from the model cache; `course.py bounds`
-    trains seeds 0-4 in three CPU kernel settings (docs/bounds.md)."""
+    model at least 0.25 below its narrowest and its narrowest above the bigram baseline, the mean falling at every
+    doubling, a bootstrap interval for α_N above 0, every mean curve still falling over the last 50 steps, and each
+    smaller model after 125 steps (the last measured step within the larger model's compute) below the next larger
+    after 50, by 0.04 on the mean, and for every seed in the two wider pairs. By default on the lesson's seeds, whose
+    runs load from the model cache; `course.py bounds` trains seeds 0-4 in three CPU kernel settings
+    (docs/bounds.md)."""
     train, valid, vocab = docs
     widths = [8, 16, 32, 64]
     seeds = bound_seeds((0, 1, 2))  # the lesson's seeds: its runs load from the cache
     ladder = train_width_ladder(train, valid, vocab, widths, list(seeds), steps=125, lr=1e-2)
     final = ladder.losses()  # (widths, seeds)
+    bigram = baseline_losses(train, valid, vocab)["bigram"]
     for seed, narrowest, widest in zip(seeds, final[0], final[-1], strict=True):
         bound("narrowest minus widest model's loss", narrowest - widest, at_least=0.25, seed=seed)
+        bound("narrowest model's loss minus the bigram baseline's", narrowest - bigram, at_least=0.0, seed=seed)
     # The bounds below are on means over the seeds, or fitted to all of them: their seed is None, "all" in the table.
     for width, fall in zip(widths[1:], -np.diff(final.mean(axis=1)), strict=True):
         bound(f"mean loss fall on doubling to width {width}", fall, at_least=0.0)
