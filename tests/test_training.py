@@ -338,8 +338,8 @@ def test_without_positions_the_loss_stays_above_twice_the_same_schedules_with_th
 @pytest.mark.parametrize("seed", bound_seeds((0,)))  # the lesson's seed: its run loads from the cache
 def test_lesson_09s_run_learns_the_task_and_not_the_unseen_kind(seed):
     """Lesson 09's 400-step run, with the bounds the lesson asserts on seed 0: the validation loss, the test split's
-    exact match, BLEU and chrF, the unseen two-adjective split's failure, and no layer whose mean attention is an
-    alignment of the verb."""
+    exact match, BLEU and chrF, the unseen two-adjective split's failure (its chrF still far above a wrong sentence's),
+    and no layer whose mean attention is an alignment of the verb."""
     run = train_translation_model(TrainingConfig(seed=seed), torch.device("cpu"), progress=False)
     model, task, history = run.model.eval(), run.task, run.history
     bound("validation loss at the end", history.valid_loss[-1], at_most=0.3)
@@ -359,6 +359,9 @@ def test_lesson_09s_run_learns_the_task_and_not_the_unseen_kind(seed):
     bound("unseen chrF", unseen_chrf, at_least=50)
     bound("test minus unseen chrF", test_chrf - unseen_chrf, at_least=10)
     bound("unseen chrF minus BLEU", unseen_chrf - unseen_bleu, at_least=10)
+    unseen_references = [t for _, t in task.unseen]
+    wrong_sentence = chrf(unseen_references[1:] + unseen_references[:1], unseen_references)  # each its neighbour's
+    bound("unseen chrF minus a wrong sentence's (the next reference's)", unseen_chrf - wrong_sentence, at_least=45)
     source_verbs = {form for singular, (plural, *_) in VERBS.items() for form in (singular, plural)}
     src, tgt = task.encode_pairs(task.test)  # (N, S), (N, T)
     decoder_input, _ = shift_for_teacher_forcing(tgt)
