@@ -94,16 +94,24 @@ def ensure_environment(requirement_files: tuple[str, ...], venv_dir: Path = VENV
     return python
 
 
+# Hugging Face transformers ships about 2 800 modules of model code, a fifth of the environment's Python source; the
+# course imports the few below (directly, or through peft). The rest would cost a compile that no process uses.
+USED_TRANSFORMERS_MODELS = ("auto", "blip_2", "bloom", "encoder_decoder", "gpt2", "llama")
+UNUSED_SOURCE = r"transformers[/\\]models[/\\](?!(" + "|".join(USED_TRANSFORMERS_MODELS) + r")[/\\])[^/\\]+[/\\]"
+
+
 def compile_packages(python: Path) -> None:
     """Byte-compile the environment's packages on every core, so that no kernel or test compiles them on import.
 
     A few packages ship files that do not compile (templates, other Pythons' code); Python never imports those,
-    so compileall's complaints about them are silenced and its exit status ignored, as pip does.
+    so compileall's complaints about them are silenced and its exit status ignored, as pip does. The model code of
+    transformers that the course does not import is left out (``UNUSED_SOURCE``): were a module of it imported
+    after all, Python would compile it then, as it does any module without bytecode.
     """
     say("compiling the installed packages on every core")
     where = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    run([python, "-m", "compileall", "-qq", "-j", "0", where])
+    run([python, "-m", "compileall", "-qq", "-j", "0", "-x", UNUSED_SOURCE, where])
 
 
 def choose_python(use_current: bool, command: str) -> Path:

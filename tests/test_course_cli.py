@@ -1,6 +1,7 @@
 """The front door: stdlib only, exact pins, CI calls the README's test command, JupyterLab with a token."""
 
 import ast
+import importlib.util
 import os
 import queue
 import re
@@ -124,3 +125,45 @@ def test_lab_serves_lesson_00_and_requires_the_token(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+TRANSFORMERS_AS_THE_COURSE_USES_THEM = """
+import sys
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.llama import modeling_llama
+from transformers.pytorch_utils import Conv1D
+
+gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8))
+gpt2(torch.zeros(1, 4, dtype=torch.long))
+llama = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, hidden_size=8, intermediate_size=16, num_attention_heads=2,
+                                     num_key_value_heads=1, vocab_size=16))
+llama(torch.zeros(1, 4, dtype=torch.long))
+get_peft_model(gpt2, LoraConfig(r=2, target_modules=["c_attn"]))
+print(" ".join(sorted({name.split(".")[2] for name in sys.modules if name.startswith("transformers.models.")})))
+"""
+
+
+def test_the_compile_step_leaves_out_only_model_code_the_course_never_imports():
+    """course.py byte-compiles the environment but the model packages of transformers outside its list: every model
+    package that the course's uses of transformers and peft load is on that list, and compiled."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    import transformers
+
+    spec = importlib.util.spec_from_file_location("course_front_door", COURSE_PY)
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    loaded = subprocess.run([sys.executable, "-c", TRANSFORMERS_AS_THE_COURSE_USES_THEM], capture_output=True,
+                            text=True, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    packages = loaded.stdout.split()
+    assert {"gpt2", "llama"} <= set(packages)
+    assert set(packages) <= set(course.USED_TRANSFORMERS_MODELS), set(packages) - set(course.USED_TRANSFORMERS_MODELS)
+    left_out = re.compile(course.UNUSED_SOURCE)
+    models = Path(transformers.__file__).parent / "models"
+    assert not any(left_out.search(str(path)) for name in packages for path in (models / name).glob("*.py"))
+    assert not left_out.search(str(models / "__init__.py"))
+    assert left_out.search(str(models / "bert" / "modeling_bert.py"))  # a model the course never loads
