@@ -1,23 +1,19 @@
 """The "last bits moved" test setting (course_tools/last_bits.py): it moves results by exactly one ulp, keeps what any
 machine computes exactly, rounds one code path alike every time, and it bites: a bitwise comparison of two code
-paths, such as lesson 06's dropout check as it was before it compared with a tolerance, fails under it."""
+paths, such as lesson 06's dropout check as it was before it compared with a tolerance, fails under it (and in
+the notebook step: tests/test_nbval_bites.py)."""
 
 import os
 import subprocess
 import sys
 import textwrap
 
-import nbformat
 import numpy as np
 import pytest
 import torch
 
 from course_tools import ROOT
-from course_tools.execute import execute_notebook
 from course_tools.last_bits import LAST_BITS_VARIABLE, _move_in_place, move_last_bits, with_last_bits_moved
-from course_tools.notebook_matrix import describe
-from course_tools.testrun import NATIVE, PORTABLE, notebook_command
-from transformer_lib import REFERENCE_STEPS_PER_S
 
 # Lesson 06's attention-dropout check as it stood when it failed on an AMD CPU: the library's dropped attention
 # weights compared bit for bit with nn.MultiheadAttention's, two float64 code paths.
@@ -114,21 +110,3 @@ def test_lesson_06s_old_bitwise_dropout_check_fails_under_the_setting():
     assert moved.returncode != 0 and "bit for bit" in moved.stderr, moved.stdout + moved.stderr
     fixed = run_python(LESSON_06_DROPOUT.format(comparison=TOLERANT), moved=True)
     assert fixed.returncode == 0 and fixed.stdout.strip() == "passed", fixed.stderr
-
-
-def test_the_notebook_step_fails_a_stored_bitwise_comparison_of_two_code_paths(tmp_path, monkeypatch):
-    monkeypatch.delenv(LAST_BITS_VARIABLE, raising=False)  # stored as a plain machine prints it
-    (tmp_path / "paths").mkdir()
-    path = tmp_path / "paths" / "two_paths.ipynb"
-    source = ("import torch\na = torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))\n"
-              "print(torch.equal(a @ a, torch.mm(a, a)))")
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), path)
-    execute_notebook(path, steps_per_s=REFERENCE_STEPS_PER_S)  # the speed is not what this tests
-    assert nbformat.read(path, as_version=4).cells[0].outputs[0].text == "True\n"
-
-    command, env = notebook_command([str(path)], [NATIVE, PORTABLE])
-    result = subprocess.run([*command, "--rootdir", str(path.parent)], cwd=path.parent, env=env,
-                            capture_output=True, text=True, timeout=600)
-    summary = result.stdout[result.stdout.index("failures per hardware setting"):]
-    assert f"{describe(*PORTABLE)}: 1 failed" in summary
-    assert NATIVE[0] not in summary
