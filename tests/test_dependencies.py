@@ -5,6 +5,8 @@ test command needs live in requirements-test.txt. The README's "Why each package
 """
 
 import re
+import subprocess
+import sys
 from importlib.metadata import requires, version
 
 from packaging.requirements import Requirement
@@ -46,7 +48,7 @@ USED = {
 }
 # Pinned though the course never imports them: a pinned package's own dependencies, held at the releases made with
 # it. Each maps to the package that requires it.
-COMPANIONS = {"jupyterlab_widgets": "ipywidgets", "widgetsnbextension": "ipywidgets"}
+COMPANIONS = {"jupyterlab_widgets": "ipywidgets", "widgetsnbextension": "ipywidgets", "jsonschema": "nbformat"}
 
 
 def pins(path) -> dict[str, str]:
@@ -94,8 +96,8 @@ def test_the_readme_explains_exactly_the_pinned_packages():
 
 
 def test_companions_are_required_by_their_package_and_pinned_within_its_range():
-    """ipywidgets 8.1.8 needs jupyterlab_widgets ~=3.0.15 and widgetsnbextension ~=4.0.14: the pins must satisfy
-    the installed package's own requirement (else pip would refuse or pick other versions)."""
+    """ipywidgets 8.1.8 needs jupyterlab_widgets ~=3.0.15 and widgetsnbextension ~=4.0.14, nbformat jsonschema >=2.6:
+    the pins must satisfy the installed package's own requirement (else pip would refuse or pick other versions)."""
     learner = pins(LEARNER)
     for companion, parent in COMPANIONS.items():
         assert companion in learner and parent in learner, f"pin {companion} beside {parent} in requirements.txt"
@@ -105,3 +107,12 @@ def test_companions_are_required_by_their_package_and_pinned_within_its_range():
         assert matching, f"{parent} {learner[parent]} no longer requires {companion}: unpin it"
         assert matching[0].specifier.contains(learner[companion]), (
             f"{companion}=={learner[companion]} is outside {parent}'s requirement {matching[0]}")
+
+
+def test_reading_a_notebook_or_serving_jupyterlab_builds_no_iri_grammar():
+    """Why jsonschema is held at 4.24.1: with 4.25 or later, a process that imports nbformat or JupyterLab's event
+    validators also imports rfc3987_syntax, which builds its parsers on import (about 1.6 s of CPU each time)."""
+    code = "import sys, nbformat, jupyter_events.validators; print('rfc3987_syntax' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["False"], f"jsonschema {version('jsonschema')} imports rfc3987_syntax"
