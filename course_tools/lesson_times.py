@@ -22,7 +22,7 @@ from transformer_lib.speed import REFERENCE_STEPS_PER_S, at_reference
 from . import FIRST_OPEN_BUDGET_S, LESSON_BUDGET_S, NOTEBOOKS_DIR
 from .execute import EXECUTION_ENV, fresh_folders, resolve_targets, run_notebook, shown
 from .notebook_files import notebooks_in, read_notebook
-from .yardstick import BUSY_RATIO, mean_speed, measured_speed
+from .yardstick import BUSY_RATIO, mean_speed, measured_speed, spread_too_wide
 
 
 def over_budget(seconds: dict[str, float], speeds: dict[str, float], budget: float) -> list[str]:
@@ -52,7 +52,7 @@ def reading_lines(readings: list[float]) -> list[str]:
     lines = [f"yardstick: {len(readings)} readings, {min(readings):.1f} to {max(readings):.1f} steps/s; each lesson is "
              f"stated at {REFERENCE_STEPS_PER_S:g} steps/s (the reference machine) with the mean of the readings "
              "before and after it (the speed column)"]
-    if max(readings) > BUSY_RATIO * min(readings):
+    if spread_too_wide(readings):
         lines.append(f"the readings differ by more than {BUSY_RATIO - 1:.0%}: the machine's speed moved during the "
                      "run, and the times scaled to the reference are rough")
     return lines

@@ -37,13 +37,18 @@ def mean_speed(before: float, after: float) -> float:
     return (before + after) / 2
 
 
+def spread_too_wide(readings: list[float]) -> bool:
+    """Whether the readings of one run lie further apart than ``BUSY_RATIO``: the machine's speed moved meanwhile."""
+    return max(readings) > BUSY_RATIO * min(readings)
+
+
 def speed_lines(before: float, after: float, when: tuple[str, str] = ("before", "after")) -> list[str]:
     """The two measurements, their mean (what times are scaled with), and a warning when they differ by more than
     ``BUSY_RATIO``."""
     lines = [f"yardstick: {before:.1f} steps/s {when[0]}, {after:.1f} {when[1]}; times at "
              f"{REFERENCE_STEPS_PER_S:g} steps/s (the reference machine) use their mean, "
              f"{mean_speed(before, after):.1f}"]
-    if max(before, after) > BUSY_RATIO * min(before, after):
+    if spread_too_wide([before, after]):
         lines.append(f"the two measurements differ by more than {BUSY_RATIO - 1:.0%}: the machine was busy, and the "
                      "times scaled to the reference are unreliable")
     return lines
