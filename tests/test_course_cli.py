@@ -1,4 +1,5 @@
-"""The front door: stdlib only, exact pins, CI calls the README's test command, JupyterLab with a token."""
+"""The front door: stdlib only, exact pins, CI calls the README's test command, JupyterLab with a token, and the
+byte-compiling that leaves out only model code the course never imports."""
 
 import ast
 import importlib.util

@@ -47,7 +47,8 @@ USED = {
     "sphinx-mathjax-offline": ("course_tools/site_config/conf.py", r'"sphinx-mathjax-offline"'),
 }
 # Pinned though the course never imports them: a pinned package's own dependencies, held at the releases made with
-# it. Each maps to the package that requires it.
+# it (ipywidgets' front ends) or below a release that slows every process down (jsonschema; see the README). Each
+# maps to the package that requires it.
 COMPANIONS = {"jupyterlab_widgets": "ipywidgets", "widgetsnbextension": "ipywidgets", "jsonschema": "nbformat"}
 
 
